@@ -1,0 +1,50 @@
+# The two commands of the README, and the benchmarks.
+SHELL := /bin/bash
+PY := .venv/bin/python
+PORT ?= 8000
+export PORT
+
+.PHONY: run test bench install install-test services env lint
+
+.venv/.installed: pyproject.toml
+	python3 -m venv .venv
+	.venv/bin/pip install --quiet --upgrade pip
+	.venv/bin/pip install --quiet -e .
+	touch $@
+
+.venv/.installed-test: .venv/.installed pyproject.toml
+	.venv/bin/pip install --quiet -e '.[test]'
+	touch $@
+
+install: .venv/.installed
+
+install-test: .venv/.installed-test
+
+services:
+	@bash scripts/services.sh
+
+env: .venv/.installed
+	@$(PY) scripts/write_env.py
+
+run: install services env
+	@mkdir -p var
+	@$(PY) scripts/createdb.py
+	@$(PY) manage.py migrate --no-input -v0
+	@$(PY) manage.py collectstatic --no-input -v0
+	@$(PY) manage.py seed_demo
+	@$(PY) manage.py bootstrap_admin
+	@$(PY) manage.py check
+	@echo "Serving on http://127.0.0.1:$(PORT)/  (admin: http://127.0.0.1:$(PORT)/admin/)"
+	@exec .venv/bin/honcho start -f Procfile
+
+lint: install-test
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+
+test: install-test services
+	@bash scripts/test.sh
+
+bench: install-test services env
+	@$(PY) scripts/createdb.py
+	@$(PY) manage.py migrate --no-input -v0
+	@$(PY) bench/run.py

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class BoothsConfig(AppConfig):
+    name = "booths"
+    verbose_name = "Booths"

@@ -1,0 +1,141 @@
+"""Settings from the environment (django-environ).
+
+Every knob of the contract is read without a default: a missing knob stops start-up with
+django-environ's ImproperlyConfigured naming it. A `.env` file beside manage.py (written by
+`make run` from `.env.example`) is read when present; real environment variables win.
+"""
+
+import os
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+_env_file = os.environ.get("DJANGO_ENV_FILE", str(BASE_DIR / ".env"))
+if _env_file and Path(_env_file).is_file():
+    environ.Env.read_env(_env_file, overwrite=False)
+
+SECRET_KEY = env.str("DJANGO_SECRET_KEY")
+DEBUG = env.bool("DJANGO_DEBUG")
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "events",
+    "sms",
+    "booths",
+    "leads",
+    "desk",
+    "seams",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": env.db_url("DATABASE_URL")}
+DATABASES["default"]["CONN_MAX_AGE"] = 60
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+if os.environ.get("EVENT_TEST_ADMIN_URL"):
+    # Tests may point at another PostgreSQL server; pytest-django creates test_<name> there.
+    _admin = env.db_url("EVENT_TEST_ADMIN_URL")
+    DATABASES["default"].update({k: _admin[k] for k in ("HOST", "PORT", "USER", "PASSWORD")})
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+CACHES = {"default": env.cache_url("CACHE_URL")}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "var" / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+LOGIN_URL = "/admin/login/"
+
+# Email: Django's backend from EMAIL_URL (smtp://, consolemail://, …).
+vars().update(env.email_url("EMAIL_URL"))
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL")
+
+# Celery
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL")
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TIMEZONE = "UTC"
+
+# The contract's knobs (spec.md §10): no defaults.
+EVENT_CAPABILITY_SECRET = env.str("EVENT_CAPABILITY_SECRET")
+EVENT_SEAM_SECRET = env.str("EVENT_SEAM_SECRET")
+EVENT_MAIL_BATCH = env.int("EVENT_MAIL_BATCH")
+EVENT_MAIL_CRON_LIMIT = env.int("EVENT_MAIL_CRON_LIMIT")
+EVENT_LEAD_BATCH = env.int("EVENT_LEAD_BATCH")
+EVENT_LEAD_CRON_LIMIT = env.int("EVENT_LEAD_CRON_LIMIT")
+EVENT_TRUSTED_PROXY = env.str("EVENT_TRUSTED_PROXY")  # may be empty: no proxy trusted
+EVENT_TEMPLATE_RENDERER = env.str("EVENT_TEMPLATE_RENDERER")
+EVENT_MAIL_QUEUE = env.str("EVENT_MAIL_QUEUE")
+EVENT_SMS_QUEUE = env.str("EVENT_SMS_QUEUE")
+EVENT_LEAD_SINK = env.str("EVENT_LEAD_SINK")
+EVENT_SMS_GATEWAY_URL = env.str("EVENT_SMS_GATEWAY_URL")
+EVENT_SMS_GATEWAY_TOKEN = env.str("EVENT_SMS_GATEWAY_TOKEN")
+EVENT_PUBLIC_URL = env.str("EVENT_PUBLIC_URL")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": "INFO"},
+    "loggers": {
+        # gunicorn/django access lines would carry capability tokens in paths: keep them out.
+        "django.request": {"level": "ERROR"},
+        "django.server": {"level": "ERROR"},
+    },
+}

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class DeskConfig(AppConfig):
+    name = "desk"
+    verbose_name = "Attendance desk"

@@ -1,0 +1,312 @@
+"""A realistic demo conference, loaded through the services; running it again changes nothing.
+
+Grows with every capability so that `make run` shows everything that exists.
+"""
+
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+
+from django.core.management.base import BaseCommand
+from django.db import transaction
+from django.utils import timezone
+
+from booths.models import BoothCategory, TypeBooth
+from events.models import (
+    Event,
+    EventType,
+    MessageTemplate,
+    Question,
+    QuestionChoice,
+    Tag,
+    TagCategory,
+    Ticket,
+    TypeMail,
+)
+from events.services import events as event_services
+from events.services import registrations as registration_services
+from events.services.audit import Actor
+
+ACTOR = Actor("system", label="seed_demo")
+TYPE_NAME = "Conference"
+SUMMIT = "Open Source Summit"
+WORKSHOPS = "Hands-on Django Workshops"
+
+TEMPLATES = [
+    {
+        "ref": "registration-confirmation",
+        "name": "Registration confirmation",
+        "channel": "mail",
+        "subject": "You're registered: {{ event.name }}",
+        "body": (
+            "<p>Hello {{ registration.name }},</p>\n"
+            "<p>your seat for <strong>{{ event.name }}</strong> is confirmed.</p>\n"
+            "<p>When: {{ event_begin }}<br>Where: {{ event.venue }}</p>\n"
+            '<p>Your tickets and QR code: <a href="{{ tickets_url }}">{{ tickets_url }}</a><br>\n'
+            'Add it to your calendar: <a href="{{ ics_url }}">{{ ics_url }}</a></p>'
+        ),
+    },
+    {
+        "ref": "event-reminder",
+        "name": "Reminder (one day before)",
+        "channel": "mail",
+        "subject": "Tomorrow: {{ event.name }}",
+        "body": (
+            "<p>Hello {{ registration.name }},</p>\n"
+            "<p>{{ event.name }} starts {{ event_begin }}. {{ event.ticket_instructions }}</p>\n"
+            '<p>Show this QR code at the desk: <a href="{{ tickets_url }}">your tickets</a></p>'
+        ),
+    },
+    {
+        "ref": "event-reminder-sms",
+        "name": "Reminder by SMS",
+        "channel": "sms",
+        "subject": "",
+        "body": "{{ event.name }} starts {{ event_begin }}. Tickets: {{ tickets_url }}",
+    },
+]
+
+ATTENDEES = [
+    ("Ada Lovelace", "ada@example.org", "+44 20 7946 0000", "Analytical Engines Ltd"),
+    ("Grace Hopper", "grace@example.org", "+1 202 555 0143", "US Navy"),
+    ("Alan Turing", "alan@example.org", "+44 161 496 0000", "Bletchley Park"),
+    ("Katherine Johnson", "katherine@example.org", "+1 757 555 0199", "NASA"),
+    ("Linus Torvalds", "linus@example.org", "+1 503 555 0110", "Linux Foundation"),
+    ("Margaret Hamilton", "margaret@example.org", "+1 617 555 0175", "Hamilton Technologies"),
+    ("Guido van Rossum", "guido@example.org", "+31 20 555 0101", "Python Software Foundation"),
+    ("Barbara Liskov", "barbara@example.org", "+1 617 555 0134", "MIT"),
+]
+
+
+class Command(BaseCommand):
+    help = "Load the demo conference (idempotent)."
+
+    def handle(self, *args, **options):
+        with transaction.atomic():
+            for spec in TEMPLATES:
+                MessageTemplate.objects.get_or_create(ref=spec["ref"], defaults=spec)
+            event_type = self._event_type()
+            summit = Event.objects.filter(name=SUMMIT).first() or self._summit(event_type)
+            workshops = Event.objects.filter(name=WORKSHOPS).first() or self._workshops()
+        self.stdout.write(
+            f"demo: event type '{event_type.name}', events #{summit.pk} '{summit.name}' and "
+            f"#{workshops.pk} '{workshops.name}'"
+        )
+
+    def _event_type(self) -> EventType:
+        existing = EventType.objects.filter(name=TYPE_NAME).first()
+        if existing:
+            return existing
+        topic, _ = TagCategory.objects.get_or_create(name="Topic", defaults={"sequence": 1})
+        audience, _ = TagCategory.objects.get_or_create(name="Audience", defaults={"sequence": 2})
+        tags = [
+            Tag.objects.get_or_create(name="Open source", category=topic, defaults={"color": 3})[0],
+            Tag.objects.get_or_create(name="Python", category=topic, defaults={"color": 4})[0],
+            Tag.objects.get_or_create(name="Developers", category=audience, defaults={"color": 5})[
+                0
+            ],
+            Tag.objects.get_or_create(
+                name="VIP follow-up", category=audience, defaults={"color": 0}
+            )[0],
+        ]
+        event_type = EventType.objects.create(
+            name=TYPE_NAME,
+            note="Check the venue's accessibility notes before publishing.",
+            ticket_instructions="Bring the QR code on your phone or printed; doors open 8:30.",
+            default_timezone="Europe/Brussels",
+            has_seats_limitation=True,
+            seats_max=120,
+        )
+        event_type.tags.set(tags)
+        Ticket.objects.create(
+            event_type=event_type,
+            name="Community",
+            sequence=1,
+            seats_max=40,
+            price=Decimal("0"),
+            limit_max_per_order=4,
+        )
+        Ticket.objects.create(
+            event_type=event_type,
+            name="Standard",
+            sequence=2,
+            price=Decimal("149.00"),
+            product_ref="PROD-CONF-STD",
+            limit_max_per_order=10,
+        )
+        Ticket.objects.create(
+            event_type=event_type,
+            name="Supporter",
+            sequence=3,
+            seats_max=20,
+            price=Decimal("399.00"),
+            product_ref="PROD-CONF-SUP",
+            limit_max_per_order=2,
+        )
+        shirt = Question.objects.create(
+            event_type=event_type, title="T-shirt size", question_type="simple_choice", sequence=1
+        )
+        for i, size in enumerate(["S", "M", "L", "XL"]):
+            QuestionChoice.objects.create(question=shirt, name=size, sequence=i)
+        Question.objects.create(
+            event_type=event_type, title="Company", question_type="company_name", sequence=2
+        )
+        Question.objects.create(
+            event_type=event_type,
+            title="Dietary requirements",
+            question_type="text_box",
+            sequence=3,
+        )
+        found = Question.objects.create(
+            event_type=event_type,
+            title="How did you hear of us?",
+            question_type="simple_choice",
+            once_per_order=True,
+            is_mandatory_answer=True,
+            sequence=4,
+        )
+        for i, channel in enumerate(["A colleague", "Social media", "Newsletter", "Other"]):
+            QuestionChoice.objects.create(question=found, name=channel, sequence=i)
+        TypeMail.objects.create(
+            event_type=event_type,
+            sequence=1,
+            interval_nbr=0,
+            interval_unit="now",
+            interval_type="after_sub",
+            template_ref="registration-confirmation",
+        )
+        TypeMail.objects.create(
+            event_type=event_type,
+            sequence=2,
+            interval_nbr=1,
+            interval_unit="days",
+            interval_type="before_event",
+            template_ref="event-reminder",
+        )
+        TypeMail.objects.create(
+            event_type=event_type,
+            sequence=3,
+            interval_nbr=2,
+            interval_unit="hours",
+            interval_type="before_event",
+            template_ref="event-reminder-sms",
+            notification_type="sms",
+        )
+        standard, _ = BoothCategory.objects.get_or_create(
+            name="Standard booth (3×3 m)",
+            defaults={"price": Decimal("900.00"), "product_ref": "PROD-BOOTH-STD", "sequence": 1},
+        )
+        premium, _ = BoothCategory.objects.get_or_create(
+            name="Premium booth (6×3 m, corner)",
+            defaults={"price": Decimal("2400.00"), "product_ref": "PROD-BOOTH-PRM", "sequence": 2},
+        )
+        for i in range(1, 5):
+            TypeBooth.objects.create(
+                event_type=event_type, booth_category=standard, name=f"Hall A – stand {i}"
+            )
+        TypeBooth.objects.create(
+            event_type=event_type, booth_category=premium, name="Hall A – corner stand"
+        )
+        return event_type
+
+    def _summit(self, event_type: EventType) -> Event:
+        today = timezone.now().date()
+        begin = _at(today + timedelta(days=30), time(9), "Europe/Brussels")
+        event = event_services.create_event(
+            name=SUMMIT,
+            date_begin=begin,
+            date_end=begin + timedelta(days=1, hours=9),
+            event_type=event_type,
+            actor=ACTOR,
+            venue="Square – Brussels Meeting Centre",
+            address="Mont des Arts, 1000 Brussels",
+            country="BE",
+            organizer="Open Source Foundation Europe",
+            description="Two days of talks and workshops on running open-source software "
+            "in production.",
+        )
+        event = event_services.publish(event=event, actor=ACTOR)
+        community = event.tickets.get(name="Community")
+        shirt = event.questions.get(title="T-shirt size")
+        found = event.questions.get(title="How did you hear of us?")
+        regs = []
+        for i, (name, email, phone, company) in enumerate(ATTENDEES[:6]):
+            regs += registration_services.register(
+                event=event,
+                ticket=community,
+                attendees=[
+                    {
+                        "name": name,
+                        "email": email,
+                        "phone": phone,
+                        "company_name": company,
+                        "answers": {
+                            shirt.pk: shirt.choices.all()[i % 4].pk,
+                            found.pk: found.choices.all()[i % 4].pk,
+                        },
+                    }
+                ],
+                utm={"source": "newsletter" if i % 2 else "social"},
+                actor=ACTOR,
+            )
+        # Every state: attended, cancelled, unconfirmed (draft), and a partner-sourced order.
+        registration_services.mark_attended(registration=regs[0], actor=ACTOR)
+        registration_services.cancel(registration=regs[1], actor=ACTOR)
+        registration_services.reset_to_draft(registration=regs[2], actor=ACTOR)
+        name, email, phone, company = ATTENDEES[6]
+        registration_services.register(
+            event=event,
+            ticket=event.tickets.get(name="Standard"),
+            attendees=[{"name": name, "email": email, "phone": phone, "company_name": company}],
+            partner_ref="P-1007",
+            sale_order_ref="SO-2041",
+            sale_order_line_ref="SO-2041/1",
+            sale_status="sold",
+            contact_sources=["partner"],
+            actor=ACTOR,
+        )
+        return event
+
+    def _workshops(self) -> Event:
+        today = timezone.now().date()
+        first = today + timedelta(days=14)
+        tz = "Europe/Brussels"
+        event = event_services.create_event(
+            name=WORKSHOPS,
+            date_begin=_at(first, time(8), tz),
+            date_end=_at(first + timedelta(days=2), time(18), tz),
+            date_tz=tz,
+            actor=ACTOR,
+            is_multi_slots=True,
+            seats_limited=True,
+            seats_max=12,
+            venue="Learning Lab, Ghent",
+            country="BE",
+            description="Three morning workshops; pick the day that suits you.",
+            ticket_instructions="Bring a laptop with Python 3.11.",
+        )
+        slots = [
+            event_services.add_slot(
+                event=event,
+                date=first + timedelta(days=d),
+                start_hour=9.0,
+                end_hour=12.5,
+                actor=ACTOR,
+            )
+            for d in range(3)
+        ]
+        event = event_services.publish(event=event, actor=ACTOR)
+        for i, (name, email, phone, company) in enumerate(ATTENDEES):
+            registration_services.register(
+                event=event,
+                slot=slots[i % 3],
+                attendees=[{"name": name, "email": email, "phone": phone, "company_name": company}],
+                state="draft" if i == 7 else "open",
+                actor=ACTOR,
+            )
+        return event
+
+
+def _at(day: date, at: time, tz: str) -> datetime:
+    import zoneinfo
+
+    return datetime.combine(day, at, tzinfo=zoneinfo.ZoneInfo(tz))

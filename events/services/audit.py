@@ -1,0 +1,68 @@
+"""The one audit helper (spec.md §8): rows are written in the caller's transaction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+
+from events.models import ActorType, Event, EventAuditLog, Registration
+
+
+@dataclass(frozen=True)
+class Actor:
+    type: str
+    id: str = ""
+    label: str = ""
+
+
+SYSTEM = Actor(ActorType.SYSTEM, label="system")
+
+
+def as_actor(actor: Any) -> Actor:
+    """A user, an Actor, or a label: "system", "public", "seam", "desk" or "<type>:<label>"."""
+    if isinstance(actor, Actor):
+        return actor
+    if isinstance(actor, AbstractBaseUser):
+        return Actor(ActorType.USER, str(actor.pk), actor.get_username())
+    if isinstance(actor, str) and actor:
+        kind, _, label = actor.partition(":")
+        if kind in ActorType.values:
+            return Actor(kind, label=label or kind)
+        return Actor(ActorType.SYSTEM, label=actor)
+    raise TypeError(f"an actor is required (user or label), got {actor!r}")
+
+
+def entry(
+    *,
+    actor: Any,
+    verb: str,
+    event: Event | int | None = None,
+    registration: Registration | None = None,
+    data: dict[str, Any] | None = None,
+) -> EventAuditLog:
+    a = as_actor(actor)
+    event_id = event if isinstance(event, int) or event is None else event.pk
+    if registration is not None and event_id is None:
+        event_id = registration.event_id
+    return EventAuditLog(
+        actor_type=a.type,
+        actor_id=a.id,
+        actor_label=a.label[:255],
+        event_id=event_id,
+        registration_id=registration.pk if registration is not None else None,
+        verb=verb,
+        data=data or {},
+    )
+
+
+def record(**kwargs: Any) -> EventAuditLog:
+    row = entry(**kwargs)
+    row.save(force_insert=True)
+    return row
+
+
+def record_many(rows: list[EventAuditLog]) -> None:
+    if rows:
+        EventAuditLog.objects.bulk_create(rows)

@@ -1,0 +1,331 @@
+"""Event lifecycle (spec.md §2.3, §5).
+
+Invariants:
+- template-apply happens once, inside `create_event`; later edits of the type, or changing
+  `event.event_type`, re-apply nothing (the change is recorded and audited only);
+- `kanban_state = cancel` is sticky: a stage change resets the other kanban states to normal;
+- a change of the event's or a slot's times bumps `ics_sequence` and recomputes every
+  affected scheduled date (the scheduler module re-arms sent reminders).
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from datetime import date as date_type
+from datetime import datetime, time, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from events import hooks
+from events.errors import RegistrationsClosed, ValidationFailed
+from events.models import (
+    Event,
+    EventType,
+    KanbanState,
+    Mail,
+    Question,
+    QuestionChoice,
+    Slot,
+    Stage,
+    Ticket,
+)
+from events.services import audit, intervals, locks
+
+EDITABLE = {
+    "name",
+    "stage",
+    "kanban_state",
+    "date_begin",
+    "date_end",
+    "date_tz",
+    "seats_limited",
+    "seats_max",
+    "is_multi_slots",
+    "active",
+    "organizer",
+    "venue",
+    "address",
+    "country",
+    "description",
+    "note",
+    "ticket_instructions",
+    "lang",
+    "currency",
+    "event_type",
+}
+DATE_FIELDS = {"date_begin", "date_end"}
+
+
+def _check_tz(name: str) -> str:
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValidationFailed(
+            f"{name!r} is not a time zone.", code="invalid_value", field="date_tz"
+        ) from None
+    return name
+
+
+def _check_dates(begin: datetime, end: datetime) -> None:
+    if timezone.is_naive(begin) or timezone.is_naive(end):
+        raise ValidationFailed("Dates must carry a time zone.", code="invalid_value")
+    if end <= begin:
+        raise ValidationFailed(
+            "The event must end after it begins.", code="invalid_value", field="date_end"
+        )
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime | date_type):
+        return value.isoformat()
+    if hasattr(value, "pk"):
+        return value.pk
+    return value if isinstance(value, str | int | float | bool | type(None)) else str(value)
+
+
+def first_stage() -> Stage:
+    return Stage.objects.order_by("sequence", "pk").first()
+
+
+def create_event(
+    *,
+    name: str,
+    date_begin: datetime,
+    date_end: datetime,
+    date_tz: str = "UTC",
+    event_type: EventType | None = None,
+    actor: Any,
+    tags=None,
+    **fields: Any,
+) -> Event:
+    unknown = set(fields) - EDITABLE - {"is_published"}
+    if unknown:
+        raise ValidationFailed(f"Unknown fields: {sorted(unknown)}", code="invalid_value")
+    if not (name or "").strip():
+        raise ValidationFailed("An event needs a name.", code="invalid_value", field="name")
+    _check_dates(date_begin, date_end)
+    with transaction.atomic():
+        values: dict[str, Any] = {}
+        if event_type is not None:
+            values.update(
+                seats_limited=event_type.has_seats_limitation,
+                seats_max=event_type.seats_max,
+                date_tz=event_type.default_timezone or date_tz,
+                note=event_type.note,
+                ticket_instructions=event_type.ticket_instructions,
+            )
+            if date_tz != "UTC":
+                values["date_tz"] = date_tz
+        else:
+            values["date_tz"] = date_tz
+        values.update(fields)
+        _check_tz(values["date_tz"])
+        values.setdefault("stage", first_stage())
+        event = Event.objects.create(
+            name=name.strip(),
+            date_begin=date_begin,
+            date_end=date_end,
+            event_type=event_type,
+            **values,
+        )
+        if event_type is not None:
+            _apply_template(event, event_type, actor)
+        if tags is not None:
+            event.tags.set(tags)
+        audit.record(
+            actor=actor,
+            verb="event.created",
+            event=event,
+            data={"event_type": event_type.pk if event_type else None},
+        )
+    return event
+
+
+def _apply_template(event: Event, event_type: EventType, actor: Any) -> None:
+    """Copy the type's lines onto a new event, once (spec.md §2.3)."""
+    event.tags.set(event_type.tags.all())
+    Ticket.objects.bulk_create(
+        [
+            Ticket(
+                event=event,
+                name=t.name,
+                description=t.description,
+                sequence=t.sequence,
+                seats_max=t.seats_max,
+                price=t.price,
+                product_ref=t.product_ref,
+                limit_max_per_order=t.limit_max_per_order,
+            )
+            for t in event_type.tickets.all()
+        ]
+    )
+    for question in event_type.questions.prefetch_related("choices"):
+        copy = Question.objects.create(
+            event=event,
+            title=question.title,
+            question_type=question.question_type,
+            is_mandatory_answer=question.is_mandatory_answer,
+            once_per_order=question.once_per_order,
+            sequence=question.sequence,
+            active=question.active,
+        )
+        QuestionChoice.objects.bulk_create(
+            [
+                QuestionChoice(question=copy, name=c.name, sequence=c.sequence)
+                for c in question.choices.all()
+            ]
+        )
+    now = timezone.now()
+    mails = []
+    for line in event_type.mails.all():
+        mail = Mail(
+            event=event,
+            sequence=line.sequence,
+            interval_nbr=line.interval_nbr,
+            interval_unit=line.interval_unit,
+            interval_type=line.interval_type,
+            template_ref=line.template_ref,
+            notification_type=line.notification_type,
+            created_at=now,
+        )
+        mail.scheduled_date = intervals.scheduled_date(
+            interval_type=mail.interval_type,
+            interval_nbr=mail.interval_nbr,
+            interval_unit=mail.interval_unit,
+            created_at=now,
+            begin=event.date_begin,
+            end=event.date_end,
+        )
+        mails.append(mail)
+    Mail.objects.bulk_create(mails)
+    hooks.run(hooks.event_created_from_type, event, event_type, actor)
+
+
+def update_event(*, event: Event, actor: Any, **fields: Any) -> Event:
+    unknown = set(fields) - EDITABLE
+    if unknown:
+        raise ValidationFailed(f"Unknown fields: {sorted(unknown)}", code="invalid_value")
+    with transaction.atomic():
+        event = locks.lock_event(event.pk)
+        changes: dict[str, list] = {}
+        for field, value in fields.items():
+            current = getattr(event, field)
+            if current != value:
+                changes[field] = [_jsonable(current), _jsonable(value)]
+                setattr(event, field, value)
+        if not changes:
+            return event
+        if "date_tz" in changes:
+            _check_tz(event.date_tz)
+        if DATE_FIELDS & set(changes):
+            _check_dates(event.date_begin, event.date_end)
+            event.ics_sequence += 1
+        if "stage" in changes and event.kanban_state != KanbanState.CANCEL:
+            event.kanban_state = KanbanState.NORMAL
+        event.save()
+        audit.record(actor=actor, verb="event.updated", event=event, data=changes)
+        if DATE_FIELDS & set(changes):
+            from events.services import scheduler
+
+            scheduler.reschedule(event=event)
+    return event
+
+
+def _set(event: Event, actor: Any, verb: str, **values: Any) -> Event:
+    with transaction.atomic():
+        event = locks.lock_event(event.pk)
+        changes = {
+            k: [_jsonable(getattr(event, k)), _jsonable(v)]
+            for k, v in values.items()
+            if getattr(event, k) != v
+        }
+        if not changes:
+            return event
+        for field, value in values.items():
+            setattr(event, field, value)
+        event.save(update_fields=[*values, "updated_at"])
+        audit.record(actor=actor, verb=verb, event=event, data=changes)
+    return event
+
+
+def publish(*, event: Event, actor: Any) -> Event:
+    return _set(event, actor, "event.published", is_published=True)
+
+
+def unpublish(*, event: Event, actor: Any) -> Event:
+    return _set(event, actor, "event.unpublished", is_published=False)
+
+
+def mark_done(*, event: Event, actor: Any) -> Event:
+    """Move the event to the first pipe_end stage by sequence (nothing if there is none)."""
+    stage = Stage.objects.filter(pipe_end=True).order_by("sequence", "pk").first()
+    if stage is None:
+        return event
+    values: dict[str, Any] = {"stage": stage}
+    if event.kanban_state != KanbanState.CANCEL:
+        values["kanban_state"] = KanbanState.NORMAL
+    return _set(event, actor, "event.done", **values)
+
+
+def cancel_event(*, event: Event, actor: Any) -> Event:
+    """Blocks new seats and all communications; registrations keep their state."""
+    return _set(event, actor, "event.cancelled", kanban_state=KanbanState.CANCEL)
+
+
+def done_sweep(*, now: datetime | None = None) -> int:
+    """Mark done every active finished event outside pipe_end stages; idempotent."""
+    now = now or timezone.now()
+    ids = list(
+        Event.objects.filter(active=True, date_end__lt=now, stage__pipe_end=False)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    count = 0
+    for event in Event.objects.filter(pk__in=ids).order_by("pk"):
+        before = event.stage_id
+        if mark_done(event=event, actor=audit.SYSTEM).stage_id != before:
+            count += 1
+    return count
+
+
+def slot_datetimes(event: Event, day: date_type, start_hour: float, end_hour: float):
+    tz = zoneinfo.ZoneInfo(event.date_tz)
+    midnight = datetime.combine(day, time(0), tzinfo=tz)
+    start = midnight + timedelta(minutes=round(start_hour * 60))
+    end = midnight + timedelta(minutes=round(end_hour * 60))
+    return start.astimezone(zoneinfo.ZoneInfo("UTC")), end.astimezone(zoneinfo.ZoneInfo("UTC"))
+
+
+def add_slot(
+    *, event: Event, date: date_type, start_hour: float, end_hour: float, actor: Any
+) -> Slot:
+    if not (0 <= start_hour < 24 and 0 <= end_hour < 24 and end_hour > start_hour):
+        raise ValidationFailed(
+            "Hours must lie in [0, 24) with the end after the start.", code="invalid_value"
+        )
+    with transaction.atomic():
+        event = locks.lock_event(event.pk)
+        if event.kanban_state == KanbanState.CANCEL:
+            raise RegistrationsClosed("The event is cancelled.")
+        start, end = slot_datetimes(event, date, start_hour, end_hour)
+        if start < event.date_begin or end > event.date_end:
+            raise ValidationFailed(
+                "A slot must lie inside the event's dates.", code="invalid_value", field="date"
+            )
+        slot = Slot.objects.create(
+            event=event,
+            date=date,
+            start_hour=start_hour,
+            end_hour=end_hour,
+            start_datetime=start,
+            end_datetime=end,
+        )
+        audit.record(
+            actor=actor,
+            verb="slot.created",
+            event=event,
+            data={"slot": slot.pk, "start": start.isoformat(), "end": end.isoformat()},
+        )
+    return slot

@@ -1,0 +1,300 @@
+"""The one seat aggregation (spec.md §3).
+
+Invariants:
+- only active registrations in `open` (reserved) or `done` (used) hold a seat;
+- the counters live in `SeatLedger` rows keyed (event, slot, ticket), NULL meaning "all", and
+  change only here, inside the caller's transaction, after the caller locked the Event row;
+- a request for n seats succeeds or fails whole (`SeatsUnavailable`, code `sold_out`).
+
+Nothing else in the project counts registrations for seats; `seats_audit` recounts here too.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.db import connection
+from django.db.models import Count, Q
+
+from events.errors import SeatsUnavailable
+from events.models import Event, Registration, RegistrationState, SeatLedger, Slot, Ticket
+
+HOLDING = (RegistrationState.OPEN, RegistrationState.DONE)
+
+Key = tuple[int | None, int | None]  # (slot_id, ticket_id); None = all
+
+
+@dataclass(frozen=True)
+class SeatSummary:
+    reserved: int
+    used: int
+    taken: int
+    max: int | None
+    available: int | None
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A change of held seats for one (slot, ticket) pair."""
+
+    slot_id: int | None
+    ticket_id: int | None
+    reserved: int = 0
+    used: int = 0
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def _ledger(event_id: int, slot_ids: Iterable[int | None] = (), ticket_ids=()) -> dict[Key, tuple]:
+    """The ledger rows of an event (restricted to the given slots / tickets plus "all" rows)."""
+    qs = SeatLedger.objects.filter(event_id=event_id)
+    slot_ids = {s for s in slot_ids if s is not None}
+    ticket_ids = {t for t in ticket_ids if t is not None}
+    if slot_ids:
+        qs = qs.filter(Q(slot__isnull=True) | Q(slot_id__in=slot_ids))
+    if ticket_ids:
+        qs = qs.filter(Q(ticket__isnull=True) | Q(ticket_id__in=ticket_ids))
+    return {
+        (row["slot_id"], row["ticket_id"]): (row["reserved"], row["used"])
+        for row in qs.values("slot_id", "ticket_id", "reserved", "used")
+    }
+
+
+def _taken(ledger: dict[Key, tuple], key: Key) -> int:
+    reserved, used = ledger.get(key, (0, 0))
+    return reserved + used
+
+
+def _limits(event: Event, slot_id: int | None, ticket: Ticket | None) -> list[tuple[Key, int]]:
+    """The limits that apply to a (slot, ticket) pair, as (ledger key, max)."""
+    limits = []
+    if event.seats_limited and event.seats_max > 0:
+        limits.append(((slot_id if event.is_multi_slots else None, None), event.seats_max))
+    if ticket is not None and ticket.seats_max > 0:
+        limits.append(((slot_id if event.is_multi_slots else None, ticket.pk), ticket.seats_max))
+    return limits
+
+
+def _pair_availability(event, ledger, slot_id, ticket) -> int | None:
+    limits = _limits(event, slot_id, ticket)
+    if not limits:
+        return None
+    return min(maximum - _taken(ledger, key) for key, maximum in limits)
+
+
+def availability(
+    *, event: Event, ticket: Ticket | None = None, slot: Slot | None = None
+) -> int | None:
+    """Seats still to be had for the pair, or None (unlimited).
+
+    Without a slot on a multi-slot event: the best availability over its slots (so "can a seat
+    be had at all"); without a ticket on an event with tickets: the best over its tickets.
+    A negative number (data forced in by hand) means sold out.
+    """
+    if event.is_multi_slots and slot is None:
+        slots = list(event.slots.values_list("pk", flat=True))
+        if not slots:
+            return 0
+    else:
+        slots = [slot.pk if slot is not None else None]
+    if ticket is None:
+        tickets = list(event.tickets.all()) or [None]
+    else:
+        tickets = [ticket]
+    ledger = _ledger(event.pk)
+    best: int | None = None
+    for slot_id in slots:
+        for t in tickets:
+            value = _pair_availability(event, ledger, slot_id, t)
+            if value is None:
+                return None
+            best = value if best is None else max(best, value)
+    return best
+
+
+def event_summary(*, event: Event) -> SeatSummary:
+    ledger = _ledger(event.pk, ticket_ids=(), slot_ids=())
+    reserved, used = ledger.get((None, None), (0, 0))
+    maximum = None
+    if event.seats_limited:
+        maximum = event.seats_max
+        if event.is_multi_slots:
+            maximum *= event.slots.count()
+    available = None if maximum is None else maximum - reserved - used
+    return SeatSummary(reserved, used, reserved + used, maximum, available)
+
+
+def summaries(events: Iterable[Event]) -> dict[int, SeatSummary]:
+    """event_summary for many events in two queries (admin changelists, lists)."""
+    events = list(events)
+    ids = [e.pk for e in events]
+    totals = {
+        row["event_id"]: (row["reserved"], row["used"])
+        for row in SeatLedger.objects.filter(
+            event_id__in=ids, slot__isnull=True, ticket__isnull=True
+        ).values("event_id", "reserved", "used")
+    }
+    slot_counts = dict(
+        Slot.objects.filter(event_id__in=ids)
+        .values("event_id")
+        .annotate(n=Count("id"))
+        .values_list("event_id", "n")
+    )
+    result = {}
+    for event in events:
+        reserved, used = totals.get(event.pk, (0, 0))
+        maximum = None
+        if event.seats_limited:
+            maximum = event.seats_max * (
+                slot_counts.get(event.pk, 0) if event.is_multi_slots else 1
+            )
+        available = None if maximum is None else maximum - reserved - used
+        result[event.pk] = SeatSummary(reserved, used, reserved + used, maximum, available)
+    return result
+
+
+def ticket_summaries(*, event: Event) -> dict[tuple[int | None, int | None], dict]:
+    """Per (slot, ticket) pair: taken and availability, for pages and the admin."""
+    ledger = _ledger(event.pk)
+    slots = list(event.slots.all()) if event.is_multi_slots else [None]
+    tickets = list(event.tickets.all()) or [None]
+    result = {}
+    for slot in slots:
+        slot_id = slot.pk if slot else None
+        for ticket in tickets:
+            key = (slot_id, ticket.pk if ticket else None)
+            result[key] = {
+                "taken": _taken(ledger, key),
+                "available": _pair_availability(event, ledger, slot_id, ticket),
+            }
+    return result
+
+
+def can_book(*, event: Event) -> bool:
+    """At least one seat can be had (no limit applies, or some pair has availability > 0)."""
+    value = availability(event=event)
+    return value is None or value > 0
+
+
+# --- writing (the caller holds the Event row lock) -----------------------------------------
+
+
+def _keys(event: Event, slot_id: int | None, ticket_id: int | None) -> list[Key]:
+    keys: list[Key] = [(None, None)]
+    if ticket_id is not None:
+        keys.append((None, ticket_id))
+    if event.is_multi_slots and slot_id is not None:
+        keys.append((slot_id, None))
+        if ticket_id is not None:
+            keys.append((slot_id, ticket_id))
+    return keys
+
+
+def reserve(*, event: Event, slot: Slot | None, ticket: Ticket | None, count: int) -> None:
+    """Check and take `count` reserved seats for one pair, whole or not at all."""
+    slot_id = slot.pk if slot is not None else None
+    ledger = _ledger(event.pk, [slot_id], [ticket.pk] if ticket is not None else [])
+    value = _pair_availability(event, ledger, slot_id, ticket)
+    if value is not None and value < count:
+        missing = count - max(value, 0)
+        raise SeatsUnavailable(
+            f"Not enough seats: {missing} missing.",
+            missing=[
+                {
+                    "slot_id": slot_id,
+                    "ticket_id": ticket.pk if ticket is not None else None,
+                    "missing": missing,
+                }
+            ],
+        )
+    apply(event=event, holds=[Hold(slot_id, ticket.pk if ticket else None, reserved=count)])
+
+
+def apply(*, event: Event, holds: Iterable[Hold]) -> None:
+    """Add the holds' deltas to every ledger row they concern, in one statement."""
+    deltas: Counter = Counter()
+    for hold in holds:
+        for key in _keys(event, hold.slot_id, hold.ticket_id):
+            deltas[(key, "r")] += hold.reserved
+            deltas[(key, "u")] += hold.used
+    keys = sorted({k for k, _ in deltas}, key=lambda k: (k[0] or 0, k[1] or 0))
+    rows = [(k, deltas[(k, "r")], deltas[(k, "u")]) for k in keys]
+    rows = [row for row in rows if row[1] or row[2]]
+    if not rows:
+        return
+    params: list = []
+    if all(reserved >= 0 and used >= 0 for _, reserved, used in rows):
+        # Taking seats: one upsert behind the (event, slot, ticket) NULLS NOT DISTINCT key.
+        for (slot_id, ticket_id), reserved, used in rows:
+            params += [event.pk, slot_id, ticket_id, reserved, used]
+        values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
+        sql = f"""
+            INSERT INTO events_seatledger (event_id, slot_id, ticket_id, reserved, used)
+            VALUES {values}
+            ON CONFLICT ON CONSTRAINT seat_ledger_key DO UPDATE
+               SET reserved = events_seatledger.reserved + EXCLUDED.reserved,
+                   used = events_seatledger.used + EXCLUDED.used
+        """
+        expected = None
+    else:
+        # Moving or freeing held seats: the rows exist (they hold them). PostgreSQL checks an
+        # INSERT's CHECK constraints before ON CONFLICT, so negative deltas take an UPDATE.
+        for (slot_id, ticket_id), reserved, used in rows:
+            params += [slot_id, ticket_id, reserved, used]
+        values = ", ".join(["(%s::bigint, %s::bigint, %s::int, %s::int)"] * len(rows))
+        sql = f"""
+            UPDATE events_seatledger AS l
+               SET reserved = l.reserved + v.r, used = l.used + v.u
+              FROM (VALUES {values}) AS v (slot_id, ticket_id, r, u)
+             WHERE l.event_id = %s
+               AND l.slot_id IS NOT DISTINCT FROM v.slot_id
+               AND l.ticket_id IS NOT DISTINCT FROM v.ticket_id
+        """
+        params.append(event.pk)
+        expected = len(rows)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        if expected is not None and cursor.rowcount != expected:
+            raise RuntimeError(
+                f"seat ledger of event {event.pk} is missing rows for {rows}; run seats_audit"
+            )
+
+
+def hold_for(registration: Registration, *, reserved: int = 0, used: int = 0) -> Hold:
+    return Hold(registration.slot_id, registration.ticket_id, reserved=reserved, used=used)
+
+
+# --- audit ----------------------------------------------------------------------------------
+
+
+def recount(*, event: Event) -> dict[Key, tuple[int, int]]:
+    """The ledger as it should be, from the registrations (one grouped query)."""
+    expected: dict[Key, list[int]] = {}
+    rows = (
+        Registration.objects.filter(event=event, active=True, state__in=HOLDING)
+        .values("slot_id", "ticket_id", "state")
+        .annotate(n=Count("id"))
+    )
+    for row in rows:
+        for key in _keys(event, row["slot_id"], row["ticket_id"]):
+            counters = expected.setdefault(key, [0, 0])
+            counters[0 if row["state"] == RegistrationState.OPEN else 1] += row["n"]
+    return {key: (r, u) for key, (r, u) in expected.items()}
+
+
+def audit(*, event: Event) -> list[str]:
+    """Differences between the ledger and a full recount; empty when consistent."""
+    expected = recount(event=event)
+    actual = {k: v for k, v in _ledger(event.pk).items() if v != (0, 0)}
+    problems = []
+    for key in sorted(set(expected) | set(actual), key=lambda k: (k[0] or 0, k[1] or 0)):
+        want, have = expected.get(key, (0, 0)), actual.get(key, (0, 0))
+        if want != have:
+            problems.append(
+                f"slot={key[0]} ticket={key[1]}: ledger reserved/used={have[0]}/{have[1]}, "
+                f"registrations {want[0]}/{want[1]}"
+            )
+    return problems

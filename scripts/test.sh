@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Every gate of spec.md §13, in order; the first failure stops the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+$PY scripts/write_env.py >/dev/null
+
+echo "== ruff"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+
+echo "== migrations match the models"
+$PY manage.py makemigrations --check --dry-run
+
+echo "== deploy checks on production settings"
+DJANGO_SETTINGS_MODULE=config.settings_production $PY manage.py check --deploy --fail-level WARNING
+
+echo "== pytest (real PostgreSQL and Redis)"
+mkdir -p test-output
+$PY -m pytest --create-db -q "$@"

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class SeamsConfig(AppConfig):
+    name = "seams"
+    verbose_name = "Host seams"
