@@ -73,6 +73,13 @@ if os.environ.get("EVENT_TEST_ADMIN_URL"):
     _admin = env.db_url("EVENT_TEST_ADMIN_URL")
     DATABASES["default"].update({k: _admin[k] for k in ("HOST", "PORT", "USER", "PASSWORD")})
 
+# Parallel test runs on one machine each get their own test database (test infrastructure,
+# not a product knob): TEST_DB_SUFFIX=x → test_<name>_x.
+if os.environ.get("TEST_DB_SUFFIX"):
+    DATABASES["default"]["TEST"] = {
+        "NAME": f"test_{DATABASES['default']['NAME']}_{os.environ['TEST_DB_SUFFIX']}"
+    }
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {"default": env.cache_url("CACHE_URL")}
