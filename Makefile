@@ -35,7 +35,7 @@ run: install services env
 	@$(PY) manage.py bootstrap_admin
 	@$(PY) manage.py check
 	@echo "Serving on http://127.0.0.1:$(PORT)/  (admin: http://127.0.0.1:$(PORT)/admin/)"
-	@exec .venv/bin/honcho start -f Procfile
+	@exec .venv/bin/honcho start -f Procfile -e /dev/null  # settings read .env; the environment wins
 
 lint: install-test
 	.venv/bin/ruff check .

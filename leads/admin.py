@@ -88,3 +88,20 @@ class LeadAdmin(admin.ModelAdmin):
     list_filter = ("lead_type", "event")
     search_fields = ("name", "contact_name", "email", "company_name")
     list_select_related = ("event",)
+
+
+@admin.register(LeadRulePredicate)
+class LeadRulePredicateAdmin(admin.ModelAdmin):
+    list_display = ("rule", "field", "op", "value", "sequence")
+    list_select_related = ("rule",)
+    list_filter = ("field",)
+
+
+@admin.register(LeadProvenanceRegistration)
+class LeadProvenanceRegistrationAdmin(admin.ModelAdmin):
+    list_display = ("provenance", "registration", "rule")
+    list_select_related = ("provenance", "registration", "rule")
+    readonly_fields = ("provenance", "registration", "rule")
+
+    def has_add_permission(self, request):
+        return False

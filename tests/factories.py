@@ -130,6 +130,7 @@ class RegistrationFactory(factory.django.DjangoModelFactory):
 
     class Meta:
         model = ev.Registration
+        skip_postgeneration_save = True
 
     event = factory.SubFactory(EventFactory)
     state = ev.RegistrationState.OPEN
@@ -355,3 +356,14 @@ class SeamOrderFactory(factory.django.DjangoModelFactory):
     order_ref = factory.Sequence(lambda n: f"SO{n:04d}")
     version = 1
     state = "confirmed"
+
+
+class IntakeIdempotencyFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ev.IntakeIdempotency
+
+    key = factory.Sequence(lambda n: f"idem-{n}")
+    event = factory.SubFactory(EventFactory)
+    fingerprint = "0" * 64
+    status_code = 201
+    response = factory.LazyFunction(dict)

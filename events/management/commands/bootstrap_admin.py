@@ -4,19 +4,26 @@ import secrets
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
+from django.db import IntegrityError, transaction
+
+USERNAME = "admin"
 
 
 class Command(BaseCommand):
     help = "Create the superuser 'admin' with a random password, once, and print the login."
 
     def handle(self, *args, **options):
-        User = get_user_model()
-        if User.objects.filter(username="admin").exists():
+        password = secrets.token_urlsafe(12)
+        try:
+            # Insert, and let the unique username decide (two `make run` at once: one wins).
+            with transaction.atomic():
+                get_user_model().objects.create_superuser(USERNAME, "admin@localhost", password)
+        except IntegrityError:
             self.stdout.write(
-                "Staff login: user 'admin' (its password was printed when it was created; "
-                "reset it with: .venv/bin/python manage.py changepassword admin)"
+                f"Staff login: user '{USERNAME}' (its password was printed when it was created; "
+                f"reset it with: .venv/bin/python manage.py changepassword {USERNAME})"
             )
             return
-        password = secrets.token_urlsafe(12)
-        User.objects.create_superuser("admin", "admin@localhost", password)
-        self.stdout.write(self.style.SUCCESS(f"Staff login: user 'admin', password '{password}'"))
+        self.stdout.write(
+            self.style.SUCCESS(f"Staff login: user '{USERNAME}', password '{password}'")
+        )
