@@ -11,6 +11,7 @@ Invariants:
 from __future__ import annotations
 
 import zoneinfo
+from collections.abc import Callable
 from datetime import date as date_type
 from datetime import datetime, time, timedelta
 from typing import Any
@@ -27,6 +28,7 @@ from events.models import (
     Mail,
     Question,
     QuestionChoice,
+    Registration,
     Slot,
     Stage,
     Ticket,
@@ -217,6 +219,13 @@ def update_event(*, event: Event, actor: Any, **fields: Any) -> Event:
                 setattr(event, field, value)
         if not changes:
             return event
+        if "is_multi_slots" in changes and Registration.objects.filter(event=event).exists():
+            # The seat ledger is keyed per slot only on multi-slot events.
+            raise ValidationFailed(
+                "Slots cannot be switched on or off once the event has registrations.",
+                code="invalid_value",
+                field="is_multi_slots",
+            )
         if "date_tz" in changes:
             _check_tz(event.date_tz)
         if DATE_FIELDS & set(changes):
@@ -233,61 +242,91 @@ def update_event(*, event: Event, actor: Any, **fields: Any) -> Event:
     return event
 
 
-def _set(event: Event, actor: Any, verb: str, **values: Any) -> Event:
+def _set(
+    event: Event,
+    actor: Any,
+    verb: str,
+    decide: Callable[[Event], dict[str, Any] | None],
+) -> tuple[Event, bool]:
+    """Lock the event, let `decide` pick the new values from the locked row, write, audit.
+
+    Returns the event and whether anything changed (no change: no write, no audit row).
+    """
     with transaction.atomic():
         event = locks.lock_event(event.pk)
+        values = decide(event) or {}
         changes = {
             k: [_jsonable(getattr(event, k)), _jsonable(v)]
             for k, v in values.items()
             if getattr(event, k) != v
         }
         if not changes:
-            return event
-        for field, value in values.items():
-            setattr(event, field, value)
-        event.save(update_fields=[*values, "updated_at"])
+            return event, False
+        for field in changes:
+            setattr(event, field, values[field])
+        event.save(update_fields=[*changes, "updated_at"])
         audit.record(actor=actor, verb=verb, event=event, data=changes)
-    return event
+    return event, True
 
 
 def publish(*, event: Event, actor: Any) -> Event:
-    return _set(event, actor, "event.published", is_published=True)
+    return _set(event, actor, "event.published", lambda e: {"is_published": True})[0]
 
 
 def unpublish(*, event: Event, actor: Any) -> Event:
-    return _set(event, actor, "event.unpublished", is_published=False)
+    return _set(event, actor, "event.unpublished", lambda e: {"is_published": False})[0]
+
+
+def _done_values(stage: Stage, finished_before: datetime | None):
+    """The values of mark_done, decided on the locked row (kanban `cancel` is sticky)."""
+
+    def decide(event: Event) -> dict[str, Any] | None:
+        if finished_before is not None and (
+            not event.active or event.date_end >= finished_before or event.stage.pipe_end
+        ):
+            return None  # the sweep's candidate changed since it was selected
+        values: dict[str, Any] = {"stage": stage}
+        if event.kanban_state != KanbanState.CANCEL:
+            values["kanban_state"] = KanbanState.NORMAL
+        return values
+
+    return decide
+
+
+def _pipe_end_stage() -> Stage | None:
+    return Stage.objects.filter(pipe_end=True).order_by("sequence", "pk").first()
 
 
 def mark_done(*, event: Event, actor: Any) -> Event:
     """Move the event to the first pipe_end stage by sequence (nothing if there is none)."""
-    stage = Stage.objects.filter(pipe_end=True).order_by("sequence", "pk").first()
+    stage = _pipe_end_stage()
     if stage is None:
         return event
-    values: dict[str, Any] = {"stage": stage}
-    if event.kanban_state != KanbanState.CANCEL:
-        values["kanban_state"] = KanbanState.NORMAL
-    return _set(event, actor, "event.done", **values)
+    return _set(event, actor, "event.done", _done_values(stage, None))[0]
 
 
 def cancel_event(*, event: Event, actor: Any) -> Event:
     """Blocks new seats and all communications; registrations keep their state."""
-    return _set(event, actor, "event.cancelled", kanban_state=KanbanState.CANCEL)
+    return _set(event, actor, "event.cancelled", lambda e: {"kanban_state": KanbanState.CANCEL})[0]
 
 
 def done_sweep(*, now: datetime | None = None) -> int:
-    """Mark done every active finished event outside pipe_end stages; idempotent."""
+    """Mark done every active event with date_end < now outside pipe_end stages; idempotent.
+
+    Each event is decided again on its locked row, so a concurrent edit or a second sweep
+    never moves an event twice. Returns the number of events moved.
+    """
     now = now or timezone.now()
+    stage = _pipe_end_stage()
+    if stage is None:
+        return 0
     ids = list(
         Event.objects.filter(active=True, date_end__lt=now, stage__pipe_end=False)
         .order_by("pk")
         .values_list("pk", flat=True)
     )
-    count = 0
-    for event in Event.objects.filter(pk__in=ids).order_by("pk"):
-        before = event.stage_id
-        if mark_done(event=event, actor=audit.SYSTEM).stage_id != before:
-            count += 1
-    return count
+    decide = _done_values(stage, now)
+    return sum(_set(Event(pk=pk), audit.SYSTEM, "event.done", decide)[1] for pk in ids)
 
 
 def slot_datetimes(event: Event, day: date_type, start_hour: float, end_hour: float):

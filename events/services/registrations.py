@@ -154,17 +154,66 @@ def register(
     if sale_status not in SaleStatus.values:
         raise ValidationFailed(f"Unknown sale status {sale_status!r}.", code="invalid_value")
     now = now or timezone.now()
-    utm = utm or {}
+    request = {
+        "attendees": attendees,
+        "ticket": ticket,
+        "slot": slot,
+        "state": state,
+        "partner_ref": partner_ref or "",
+        "sale_order_ref": sale_order_ref or "",
+        "sale_order_line_ref": sale_order_line_ref or "",
+        "sale_status": sale_status,
+        "utm": utm or {},
+        "contact_sources": contact_sources,
+        "actor": actor,
+        "now": now,
+    }
+    # A barcode collision (unique index) aborts the transaction: the whole verb is retried with
+    # fresh barcodes. Retrying here, outside the atomic block, spares every booking the
+    # savepoint an in-transaction retry would need; a collision is never surfaced.
+    for attempt in range(BARCODE_ATTEMPTS):
+        try:
+            return _register(event.pk, **request)
+        except IntegrityError as exc:
+            if not _barcode_collision(exc) or attempt == BARCODE_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
+
+def _barcode_collision(exc: IntegrityError) -> bool:
+    diag = getattr(exc.__cause__, "diag", None)
+    return "barcode" in (getattr(diag, "constraint_name", None) or "")
+
+
+def _register(
+    event_id: int,
+    *,
+    attendees: Sequence[Mapping[str, Any]],
+    ticket: Ticket | None,
+    slot: Slot | None,
+    state: str,
+    partner_ref: str,
+    sale_order_ref: str,
+    sale_order_line_ref: str,
+    sale_status: str,
+    utm: Mapping[str, str],
+    contact_sources: Sequence[str] | None,
+    actor: Any,
+    now,
+) -> list[Registration]:
     with transaction.atomic():
-        event = locks.lock_event(event.pk)
+        event = locks.lock_event_for_booking(event_id)
         if state == S.OPEN and event.kanban_state == KanbanState.CANCEL:
             raise RegistrationsClosed("The event is cancelled.")
         ticket, slot = _check_pair(event, ticket, slot)
-        questions = {
-            q.pk: q
-            for q in Question.objects.filter(event=event, active=True).prefetch_related("choices")
-        }
+        questions = {}
+        if event.has_questions:
+            questions = {
+                q.pk: q
+                for q in Question.objects.filter(event=event, active=True).prefetch_related(
+                    "choices"
+                )
+            }
         answers = [_clean_answers(event, questions, a.get("answers")) for a in attendees]
         _copy_once_per_order(questions, answers)
         sources = list(contact_sources or [ContactSource.ATTENDEE] * len(attendees))
@@ -194,10 +243,11 @@ def register(
                     ticket=ticket,
                     slot=slot,
                     state=state,
-                    partner_ref=partner_ref or "",
+                    barcode=new_barcode(),
+                    partner_ref=partner_ref,
                     contact_source=sources[index],
-                    sale_order_ref=sale_order_ref or "",
-                    sale_order_line_ref=sale_order_line_ref or "",
+                    sale_order_ref=sale_order_ref,
+                    sale_order_line_ref=sale_order_line_ref,
                     sale_status=sale_status,
                     utm_source=utm.get("source", "") or "",
                     utm_medium=utm.get("medium", "") or "",
@@ -208,8 +258,13 @@ def register(
             )
 
         if state == S.OPEN:
-            seats.reserve(event=event, slot=slot, ticket=ticket, count=len(rows))
-        _insert_with_barcodes(rows)
+            seats.reserve(
+                event=event,
+                slot_id=slot.pk if slot is not None else None,
+                ticket=ticket,
+                count=len(rows),
+            )
+        Registration.objects.bulk_create(rows)
         RegistrationAnswer.objects.bulk_create(
             [
                 RegistrationAnswer(
@@ -244,7 +299,7 @@ def register(
 
 
 def _check_pair(event: Event, ticket: Ticket | None, slot: Slot | None):
-    has_tickets = event.tickets.exists()
+    has_tickets = event.has_tickets  # annotated by locks.lock_event_for_booking
     if ticket is None and has_tickets:
         raise ValidationFailed("Choose a ticket.", code="ticket_required", field="ticket")
     if ticket is not None and ticket.event_id != event.pk:
@@ -275,22 +330,6 @@ def _copy_once_per_order(questions: dict[int, Question], answers: list[dict[int,
             row_answers.setdefault(question.pk, given)
 
 
-def _insert_with_barcodes(rows: list[Registration]) -> None:
-    """Insert the rows; a barcode collision (unique index) is retried with fresh barcodes."""
-    for attempt in range(BARCODE_ATTEMPTS):
-        for row in rows:
-            row.barcode = new_barcode()
-        try:
-            with transaction.atomic():
-                Registration.objects.bulk_create(rows)
-            return
-        except IntegrityError as exc:
-            if "barcode" not in str(exc) or attempt == BARCODE_ATTEMPTS - 1:
-                raise
-            for row in rows:
-                row.pk = None
-
-
 # --- transitions ---------------------------------------------------------------------------
 
 
@@ -308,9 +347,9 @@ def _transition(
                 state=source,
                 to=to,
             )
-        if to in (S.OPEN, S.DONE) and source not in (S.OPEN, S.DONE):
-            if event.kanban_state == KanbanState.CANCEL:
-                raise RegistrationsClosed("The event is cancelled.")
+        if to in (S.OPEN, S.DONE) and event.kanban_state == KanbanState.CANCEL:
+            # spec.md §4: nothing enters open/done on a cancelled event (attendance included).
+            raise RegistrationsClosed("The event is cancelled.")
         if not reg.active and (source, to) in ((S.DRAFT, S.OPEN),):
             raise InvalidTransition("An archived registration cannot be confirmed.", state=source)
 
@@ -318,7 +357,7 @@ def _transition(
         if reg.active:
             hold = _ledger_delta(source, to, reg)
             if to == S.OPEN and source == S.DRAFT:
-                seats.reserve(event=event, slot=reg.slot, ticket=reg.ticket, count=1)
+                seats.reserve(event=event, slot_id=reg.slot_id, ticket=reg.ticket, count=1)
             elif hold is not None:
                 seats.apply(event=event, holds=[hold])
         reg.state = to

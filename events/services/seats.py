@@ -28,11 +28,18 @@ Key = tuple[int | None, int | None]  # (slot_id, ticket_id); None = all
 
 @dataclass(frozen=True)
 class SeatSummary:
+    """Event-wide numbers (the event limit only; `max` is per slot × slots on multi-slot)."""
+
     reserved: int
     used: int
     taken: int
     max: int | None
     available: int | None
+
+    @property
+    def sold_out(self) -> bool:
+        """No seat left under the event limit; a negative availability is sold out too."""
+        return self.available is not None and self.available <= 0
 
 
 @dataclass(frozen=True)
@@ -68,10 +75,15 @@ def _taken(ledger: dict[Key, tuple], key: Key) -> int:
     return reserved + used
 
 
+def event_limit(event: Event) -> int | None:
+    """The event limit (per slot on a multi-slot event), or None when none applies."""
+    return event.seats_max if event.seats_limited and event.seats_max > 0 else None
+
+
 def _limits(event: Event, slot_id: int | None, ticket: Ticket | None) -> list[tuple[Key, int]]:
     """The limits that apply to a (slot, ticket) pair, as (ledger key, max)."""
     limits = []
-    if event.seats_limited and event.seats_max > 0:
+    if event_limit(event) is not None:
         limits.append(((slot_id if event.is_multi_slots else None, None), event.seats_max))
     if ticket is not None and ticket.seats_max > 0:
         limits.append(((slot_id if event.is_multi_slots else None, ticket.pk), ticket.seats_max))
@@ -118,11 +130,9 @@ def availability(
 def event_summary(*, event: Event) -> SeatSummary:
     ledger = _ledger(event.pk, ticket_ids=(), slot_ids=())
     reserved, used = ledger.get((None, None), (0, 0))
-    maximum = None
-    if event.seats_limited:
-        maximum = event.seats_max
-        if event.is_multi_slots:
-            maximum *= event.slots.count()
+    maximum = event_limit(event)
+    if maximum is not None and event.is_multi_slots:
+        maximum *= event.slots.count()
     available = None if maximum is None else maximum - reserved - used
     return SeatSummary(reserved, used, reserved + used, maximum, available)
 
@@ -146,11 +156,9 @@ def summaries(events: Iterable[Event]) -> dict[int, SeatSummary]:
     result = {}
     for event in events:
         reserved, used = totals.get(event.pk, (0, 0))
-        maximum = None
-        if event.seats_limited:
-            maximum = event.seats_max * (
-                slot_counts.get(event.pk, 0) if event.is_multi_slots else 1
-            )
+        maximum = event_limit(event)
+        if maximum is not None and event.is_multi_slots:
+            maximum *= slot_counts.get(event.pk, 0)
         available = None if maximum is None else maximum - reserved - used
         result[event.pk] = SeatSummary(reserved, used, reserved + used, maximum, available)
     return result
@@ -193,28 +201,36 @@ def _keys(event: Event, slot_id: int | None, ticket_id: int | None) -> list[Key]
     return keys
 
 
-def reserve(*, event: Event, slot: Slot | None, ticket: Ticket | None, count: int) -> None:
-    """Check and take `count` reserved seats for one pair, whole or not at all."""
-    slot_id = slot.pk if slot is not None else None
-    ledger = _ledger(event.pk, [slot_id], [ticket.pk] if ticket is not None else [])
-    value = _pair_availability(event, ledger, slot_id, ticket)
-    if value is not None and value < count:
-        missing = count - max(value, 0)
+def reserve(*, event: Event, slot_id: int | None, ticket: Ticket | None, count: int) -> None:
+    """Take `count` reserved seats for one (slot, ticket) pair, whole or not at all.
+
+    The caller holds the Event row lock. The counters are incremented first (one upsert that
+    returns the new values under the ledger rows' own row locks), then every applicable limit
+    is checked against those values; when one is exceeded `SeatsUnavailable` is raised and the
+    caller's atomic block rolls the increment back with everything else — so the caller must
+    let the error leave its `transaction.atomic()` block (every verb here does).
+    Checking the values the increment produced, under their row locks, keeps the decision right
+    even for a path that forgot the Event lock.
+    """
+    ticket_id = ticket.pk if ticket is not None else None
+    after = apply(event=event, holds=[Hold(slot_id, ticket_id, reserved=count)])
+    missing = 0
+    for key, maximum in _limits(event, slot_id, ticket):
+        reserved, used = after[key]
+        missing = max(missing, min(count, reserved + used - maximum))
+    if missing > 0:
         raise SeatsUnavailable(
             f"Not enough seats: {missing} missing.",
-            missing=[
-                {
-                    "slot_id": slot_id,
-                    "ticket_id": ticket.pk if ticket is not None else None,
-                    "missing": missing,
-                }
-            ],
+            missing=[{"slot_id": slot_id, "ticket_id": ticket_id, "missing": missing}],
         )
-    apply(event=event, holds=[Hold(slot_id, ticket.pk if ticket else None, reserved=count)])
 
 
-def apply(*, event: Event, holds: Iterable[Hold]) -> None:
-    """Add the holds' deltas to every ledger row they concern, in one statement."""
+def apply(*, event: Event, holds: Iterable[Hold]) -> dict[Key, tuple[int, int]]:
+    """Add the holds' deltas to every ledger row they concern, in one statement.
+
+    Returns the new (reserved, used) of every row it changed. Rows are written in ascending key
+    order, so two transactions never wait on each other's ledger rows in opposite orders.
+    """
     deltas: Counter = Counter()
     for hold in holds:
         for key in _keys(event, hold.slot_id, hold.ticket_id):
@@ -224,7 +240,7 @@ def apply(*, event: Event, holds: Iterable[Hold]) -> None:
     rows = [(k, deltas[(k, "r")], deltas[(k, "u")]) for k in keys]
     rows = [row for row in rows if row[1] or row[2]]
     if not rows:
-        return
+        return {}
     params: list = []
     if all(reserved >= 0 and used >= 0 for _, reserved, used in rows):
         # Taking seats: one upsert behind the (event, slot, ticket) NULLS NOT DISTINCT key.
@@ -232,13 +248,12 @@ def apply(*, event: Event, holds: Iterable[Hold]) -> None:
             params += [event.pk, slot_id, ticket_id, reserved, used]
         values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
         sql = f"""
-            INSERT INTO events_seatledger (event_id, slot_id, ticket_id, reserved, used)
+            INSERT INTO events_seatledger AS l (event_id, slot_id, ticket_id, reserved, used)
             VALUES {values}
             ON CONFLICT ON CONSTRAINT seat_ledger_key DO UPDATE
-               SET reserved = events_seatledger.reserved + EXCLUDED.reserved,
-                   used = events_seatledger.used + EXCLUDED.used
+               SET reserved = l.reserved + EXCLUDED.reserved, used = l.used + EXCLUDED.used
+            RETURNING l.slot_id, l.ticket_id, l.reserved, l.used
         """
-        expected = None
     else:
         # Moving or freeing held seats: the rows exist (they hold them). PostgreSQL checks an
         # INSERT's CHECK constraints before ON CONFLICT, so negative deltas take an UPDATE.
@@ -252,15 +267,17 @@ def apply(*, event: Event, holds: Iterable[Hold]) -> None:
              WHERE l.event_id = %s
                AND l.slot_id IS NOT DISTINCT FROM v.slot_id
                AND l.ticket_id IS NOT DISTINCT FROM v.ticket_id
+            RETURNING l.slot_id, l.ticket_id, l.reserved, l.used
         """
         params.append(event.pk)
-        expected = len(rows)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        if expected is not None and cursor.rowcount != expected:
-            raise RuntimeError(
-                f"seat ledger of event {event.pk} is missing rows for {rows}; run seats_audit"
-            )
+        after = {(s, t): (r, u) for s, t, r, u in cursor.fetchall()}
+    if len(after) != len(rows):
+        raise RuntimeError(
+            f"seat ledger of event {event.pk} is missing rows for {rows}; run seats_audit"
+        )
+    return after
 
 
 def hold_for(registration: Registration, *, reserved: int = 0, used: int = 0) -> Hold:

@@ -1,0 +1,331 @@
+"""B1 — booking through `register()` in-process, beside the raw-SQL floor of the same run.
+
+1. Bookings/s with 1, 4 and 16 threads on one seat-limited event, every thread booking one
+   attendee per call until it gets `sold_out`; the raw-SQL floor does the same with psycopg 3
+   directly (a conditional `UPDATE … SET taken = taken + 1 WHERE id = … AND taken < max
+   RETURNING`, one INSERT, commit) on its own scratch tables. Both run in alternating rounds
+   (a fresh event each); the best round of each is kept. Ratio = register / raw.
+2. The cost of one booking on an event with 0 registrations and on one with 100,000 (bulk-created,
+   the ledger fixed with `seats.apply`), measured in alternating blocks (median per booking).
+3. Statements issued by one booking.
+Correctness, checked after every run: holders == seats (no oversell, no undersell), every
+extra attempt got `sold_out`, `seats.audit()` is empty, and the raw floor did not oversell.
+"""
+
+from __future__ import annotations
+
+import secrets
+import statistics
+import threading
+import time
+from datetime import timedelta
+
+from bench import common
+
+THREADS = (1, 4, 16)
+TARGET_RATIO = 0.5
+TARGET_GROWTH = 1.2
+
+
+def _sizes(quick: bool) -> dict:
+    if quick:
+        return {"bookings": 600, "big": 10_000, "block": 50, "rounds": 3}
+    return {"bookings": 3_000, "big": 100_000, "block": 200, "rounds": 5}
+
+
+# --- register() ------------------------------------------------------------------------------
+
+
+def _new_event(name: str, seats_max: int):
+    from django.utils import timezone
+
+    from events.services import audit
+    from events.services import events as event_services
+
+    begin = timezone.now() + timedelta(days=30)
+    return event_services.create_event(
+        name=name,
+        date_begin=begin,
+        date_end=begin + timedelta(hours=8),
+        seats_limited=True,
+        seats_max=seats_max,
+        actor=audit.SYSTEM,
+    )
+
+
+def _book_until_sold_out(event, threads: int) -> dict:
+    """Every thread books one attendee per call until `sold_out`; returns counts and time."""
+    from django.db import connection
+
+    from events.errors import DomainError
+    from events.services import audit, registrations
+
+    barrier = threading.Barrier(threads + 1)
+    booked = [0] * threads
+    refused: list[str] = []
+    errors: list[str] = []
+
+    def worker(index: int) -> None:
+        try:
+            connection.ensure_connection()
+            barrier.wait()
+            n = 0
+            while True:
+                try:
+                    registrations.register(
+                        event=event,
+                        attendees=[{"name": f"Bench {index}-{n}"}],
+                        actor=audit.SYSTEM,
+                    )
+                except DomainError as exc:
+                    refused.append(exc.code)
+                    return
+                booked[index] += 1
+                n += 1
+        except Exception as exc:  # noqa: BLE001 - counted as a correctness failure
+            errors.append(repr(exc))
+        finally:
+            connection.close()
+
+    pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in pool:
+        t.join()
+    elapsed = time.perf_counter() - start
+    return {"booked": sum(booked), "refused": refused, "errors": errors, "seconds": elapsed}
+
+
+def _check_event(event, seats_max: int, result: dict) -> list[str]:
+    from events.models import Registration
+    from events.services import seats
+
+    problems = []
+    holders = Registration.objects.filter(event=event, state__in=("open", "done")).count()
+    if holders != seats_max or result["booked"] != seats_max:
+        problems.append(f"holders {holders}, booked {result['booked']} for {seats_max} seats")
+    if result["errors"]:
+        problems.append(f"errors {result['errors'][:3]}")
+    if set(result["refused"]) - {"sold_out"}:
+        problems.append(f"refusals {sorted(set(result['refused']))}")
+    problems += seats.audit(event=event)
+    return problems
+
+
+# --- the raw-SQL floor -----------------------------------------------------------------------
+
+RAW_DDL = """
+CREATE TABLE IF NOT EXISTS bench_raw_event (
+    id serial PRIMARY KEY, taken integer NOT NULL DEFAULT 0, max integer NOT NULL
+);
+CREATE TABLE IF NOT EXISTS bench_raw_booking (
+    id bigserial PRIMARY KEY,
+    event_id integer NOT NULL REFERENCES bench_raw_event (id),
+    name text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+"""
+
+
+def _raw(threads: int, seats_max: int) -> dict:
+    import psycopg
+
+    url = common.psycopg_url()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(RAW_DDL)
+        (event_id,) = conn.execute(
+            "INSERT INTO bench_raw_event (max) VALUES (%s) RETURNING id", [seats_max]
+        ).fetchone()
+
+    barrier = threading.Barrier(threads + 1)
+    booked = [0] * threads
+    errors: list[str] = []
+
+    def worker(index: int) -> None:
+        try:
+            with psycopg.connect(url) as conn:
+                barrier.wait()
+                n = 0
+                while True:
+                    row = conn.execute(
+                        "UPDATE bench_raw_event SET taken = taken + 1 "
+                        "WHERE id = %s AND taken < max RETURNING taken",
+                        [event_id],
+                    ).fetchone()
+                    if row is None:
+                        conn.rollback()
+                        return
+                    conn.execute(
+                        "INSERT INTO bench_raw_booking (event_id, name) VALUES (%s, %s)",
+                        [event_id, f"Raw {index}-{n}"],
+                    )
+                    conn.commit()
+                    booked[index] += 1
+                    n += 1
+        except Exception as exc:  # noqa: BLE001 - counted as a correctness failure
+            errors.append(repr(exc))
+
+    pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in pool:
+        t.join()
+    elapsed = time.perf_counter() - start
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        (rows,) = conn.execute(
+            "SELECT count(*) FROM bench_raw_booking WHERE event_id = %s", [event_id]
+        ).fetchone()
+    problems = [] if rows == seats_max == sum(booked) else [f"raw rows {rows} for {seats_max}"]
+    return {"booked": sum(booked), "seconds": elapsed, "problems": problems + errors}
+
+
+# --- cost against the size of the event ------------------------------------------------------
+
+
+def _fill(event, n: int) -> None:
+    from events.models import Registration
+    from events.services import seats
+
+    Registration.objects.bulk_create(
+        (
+            Registration(event=event, state="open", barcode=str(secrets.randbits(64)), name=f"F{i}")
+            for i in range(n)
+        ),
+        batch_size=5_000,
+    )
+    seats.apply(event=event, holds=[seats.Hold(None, None, reserved=n)])
+
+
+def _block(event, count: int) -> list[float]:
+    from events.services import audit, registrations
+
+    def one():
+        registrations.register(event=event, attendees=[{"name": "Cost"}], actor=audit.SYSTEM)
+
+    return common.timed(one, count)
+
+
+def _statements(event) -> list[str]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from events.services import audit, registrations
+
+    with CaptureQueriesContext(connection) as ctx:
+        registrations.register(event=event, attendees=[{"name": "Counted"}], actor=audit.SYSTEM)
+    return [q["sql"] for q in ctx.captured_queries]
+
+
+# --- the bench ---------------------------------------------------------------------------------
+
+
+def run(*, quick: bool = False) -> list[dict]:
+    from django.db import connection
+
+    from events.services import seats
+
+    sizes = _sizes(quick)
+    rows: list[dict] = []
+    data: dict = {"quick": quick, "sizes": sizes, "throughput": {}}
+
+    # 1. throughput, register() vs the raw floor, in alternating rounds (best round of each:
+    #    the machine is shared, and noise only ever slows a round down)
+    for threads in THREADS:
+        seats_max = sizes["bookings"] // sizes["rounds"]
+        ours_rates, floor_rates, problems, refused = [], [], [], 0
+        for _ in range(sizes["rounds"]):
+            raw = _raw(threads, seats_max)
+            event = _new_event(f"B1 {threads} threads", seats_max)
+            result = _book_until_sold_out(event, threads)
+            problems += _check_event(event, seats_max, result) + raw["problems"]
+            refused += len(result["refused"])
+            ours_rates.append(common.rate(result["booked"], result["seconds"]))
+            floor_rates.append(common.rate(raw["booked"], raw["seconds"]))
+        ours, floor = max(ours_rates), max(floor_rates)
+        ratio = ours / floor
+        data["throughput"][threads] = {
+            "register_per_s": round(ours, 1),
+            "raw_per_s": round(floor, 1),
+            "ratio": round(ratio, 3),
+            "register_rounds_per_s": [round(r, 1) for r in ours_rates],
+            "raw_rounds_per_s": [round(r, 1) for r in floor_rates],
+            "bookings_per_round": seats_max,
+            "refused": refused,
+            "problems": problems,
+        }
+        rows.append(
+            {
+                "bench": "B1",
+                "what": f"register() bookings/s, {threads} client{'s' if threads > 1 else ''}",
+                "measured": f"{ours:,.0f}/s vs raw {floor:,.0f}/s = {ratio:.2f}×",
+                "target": f"≥ {TARGET_RATIO}× raw" if threads == 1 else "(reported)",
+                "ok": ratio >= TARGET_RATIO if threads == 1 else None,
+                "checks": (
+                    f"oversell 0 in {sizes['rounds']}×{seats_max} seats, {refused} sold_out, "
+                    "audit clean"
+                    if not problems
+                    else "FAILED: " + "; ".join(problems)[:200]
+                ),
+                "checks_ok": not problems,
+            }
+        )
+
+    # 2. cost of one booking with 0 and with `big` registrations on the event
+    empty = _new_event("B1 empty", 10_000_000)
+    big = _new_event("B1 big", 10_000_000)
+    with common.stopwatch() as fill_time:
+        _fill(big, sizes["big"])
+    _block(empty, 20)  # warm both paths (ledger rows exist, statements cached)
+    _block(big, 20)
+    costs: dict[str, list[float]] = {"empty": [], "big": []}
+    for _ in range(sizes["rounds"]):
+        costs["empty"] += _block(empty, sizes["block"])
+        costs["big"] += _block(big, sizes["block"])
+    at_0 = common.median_ms(costs["empty"])
+    at_big = common.median_ms(costs["big"])
+    growth = at_big / at_0
+    problems = seats.audit(event=empty) + seats.audit(event=big)
+    big_label = f"{sizes['big']:,}"
+    data["cost"] = {
+        "ms_at_0": round(at_0, 3),
+        f"ms_at_{sizes['big']}": round(at_big, 3),
+        "growth": round(growth, 3),
+        "p90_ms_at_0": round(statistics.quantiles(costs["empty"], n=10)[-1] * 1000, 3),
+        "p90_ms_at_big": round(statistics.quantiles(costs["big"], n=10)[-1] * 1000, 3),
+        "fill_seconds": round(fill_time(), 1),
+        "problems": problems,
+    }
+    rows.append(
+        {
+            "bench": "B1",
+            "what": f"cost of one booking, 0 vs {big_label} registrations",
+            "measured": f"{at_0:.2f} ms vs {at_big:.2f} ms = {growth:.2f}×",
+            "target": f"≤ {TARGET_GROWTH}×",
+            "ok": growth <= TARGET_GROWTH,
+            "checks": "audit clean" if not problems else "FAILED: " + "; ".join(problems)[:200],
+            "checks_ok": not problems,
+        }
+    )
+
+    # 3. statements per booking
+    on_empty, on_big = _statements(empty), _statements(big)
+    data["statements"] = {"empty": on_empty, "big": on_big}
+    rows.append(
+        {
+            "bench": "B1",
+            "what": "statements per booking (0 / big event)",
+            "measured": f"{len(on_empty)} / {len(on_big)}",
+            "target": "~6–10, flat",
+            "ok": len(on_empty) == len(on_big) and len(on_empty) <= 10,
+            "checks": "",
+        }
+    )
+    connection.close()
+    data["rows"] = rows
+    common.write_result("b1_booking", data)
+    return rows
