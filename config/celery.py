@@ -12,4 +12,6 @@ app.autodiscover_tasks()
 # Beat: safety nets. Nudges after commit do the prompt work; these catch anything missed.
 app.conf.beat_schedule = {
     "events-done-sweep": {"task": "events.done_sweep", "schedule": crontab(minute=7, hour=3)},
+    "events-scheduler-pass": {"task": "events.run_pass", "schedule": 60.0},
+    "events-outbox-delivery": {"task": "events.deliver_outbox", "schedule": 60.0},
 }

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import QuerySet
+from django.template import TemplateSyntaxError
+from django.urls import NoReverseMatch
 from django.utils.html import format_html
 
 from events.admin_utils import ServiceErrorsMixin, run_verb
+from events.errors import DomainError
 from events.models import (
     Event,
     EventAuditLog,
     EventType,
+    IntakeIdempotency,
     LinkedProduct,
     Mail,
     MailOutbox,
@@ -21,6 +25,8 @@ from events.models import (
     QuestionChoice,
     Registration,
     RegistrationAnswer,
+    RegistrationState,
+    SeatLedger,
     Slot,
     Stage,
     Tag,
@@ -30,7 +36,9 @@ from events.models import (
 )
 from events.services import events as event_services
 from events.services import registrations as registration_services
+from events.services import scheduler as scheduler_services
 from events.services import seats
+from events.services import templates as template_services
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -158,13 +166,22 @@ class MailInline(ReadOnlyInline):
         "scheduled_date",
         "state",
         "mail_count_done",
+        "error_datetime",
         "error_message",
+        "skipped_reason",
     )
     readonly_fields = fields
 
     @admin.display(description="state")
     def state(self, obj: Mail) -> str:
         return obj.mail_state
+
+
+def report_run_pass(modeladmin: admin.ModelAdmin, request) -> None:
+    """The "run pass now" action: the pass is global; its report becomes the message."""
+    report = scheduler_services.run_pass()
+    level = messages.WARNING if report.errors else messages.SUCCESS
+    modeladmin.message_user(request, f"Scheduler pass: {report}.", level)
 
 
 @admin.register(Event)
@@ -202,7 +219,7 @@ class EventAdmin(ServiceErrorsMixin, admin.ModelAdmin):
         "seat_summary",
     )
     inlines = [TicketInline, SlotInline, QuestionInline, MailInline]
-    actions = ["publish", "unpublish", "mark_done", "cancel_event"]
+    actions = ["publish", "unpublish", "mark_done", "cancel_event", "run_pass_now"]
     fieldsets = (
         (None, {"fields": ("name", "event_type", "stage", "kanban_state", "is_published", "tags")}),
         ("When", {"fields": ("date_begin", "date_end", "date_tz", "is_multi_slots")}),
@@ -225,14 +242,19 @@ class EventAdmin(ServiceErrorsMixin, admin.ModelAdmin):
         response = super().changelist_view(request, extra_context)
         cl = getattr(response, "context_data", {}).get("cl")
         if cl is not None:
-            self._summaries = seats.summaries(cl.result_list)
+            # One batch for the page, kept on the listed rows themselves (this ModelAdmin
+            # instance is shared by every request, so it must not hold per-request data).
+            page = list(cl.result_list)
+            summaries = seats.summaries(page)
+            for event in page:
+                event._seat_summary = summaries[event.pk]
         return response
 
     def _summary(self, obj: Event) -> seats.SeatSummary:
-        cache = getattr(self, "_summaries", None) or {}
-        if obj.pk not in cache:
-            cache = seats.summaries([obj])
-        return cache[obj.pk]
+        summary = getattr(obj, "_seat_summary", None)
+        if summary is None:
+            summary = obj._seat_summary = seats.event_summary(event=obj)
+        return summary
 
     @admin.display(description="reserved")
     def seats_reserved(self, obj):
@@ -244,8 +266,10 @@ class EventAdmin(ServiceErrorsMixin, admin.ModelAdmin):
 
     @admin.display(description="available")
     def seats_available(self, obj):
-        available = self._summary(obj).available
-        return "∞" if available is None else available
+        summary = self._summary(obj)
+        if summary.available is None:
+            return "∞"
+        return f"{summary.available} (sold out)" if summary.sold_out else summary.available
 
     @admin.display(description="seats")
     def seat_summary(self, obj):
@@ -329,6 +353,10 @@ class EventAdmin(ServiceErrorsMixin, admin.ModelAdmin):
             "Cancelled",
         )
 
+    @admin.action(description="Run the scheduler pass now", permissions=["change"])
+    def run_pass_now(self, request, queryset):
+        report_run_pass(self, request)
+
 
 @admin.register(Ticket)
 class TicketAdmin(admin.ModelAdmin):
@@ -396,7 +424,7 @@ class MailRowInline(ReadOnlyInline):
 
 
 @admin.register(Registration)
-class RegistrationAdmin(admin.ModelAdmin):
+class RegistrationAdmin(ServiceErrorsMixin, admin.ModelAdmin):
     list_display = (
         "id",
         "name",
@@ -458,8 +486,52 @@ class RegistrationAdmin(admin.ModelAdmin):
         "unarchive",
     ]
 
-    def has_add_permission(self, request):
-        return False  # registrations are created through the register service (intake, seam)
+    add_fields = ("event", "ticket", "slot", "name", "email", "phone", "company_name", "state")
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_fields if obj is not None else ()
+
+    def get_fields(self, request, obj=None):
+        return self.add_fields if obj is None else super().get_fields(request, obj)
+
+    def get_inlines(self, request, obj):
+        return self.inlines if obj is not None else []
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        if obj is None:
+            form.base_fields["state"].choices = [
+                (RegistrationState.OPEN, "Registered"),
+                (RegistrationState.DRAFT, "Unconfirmed"),
+            ]
+            form.base_fields["state"].initial = RegistrationState.OPEN
+        return form
+
+    def save_model(self, request, obj, form, change):
+        """Adding goes through the register service (seat check, audit); edits are verbs."""
+        if change:
+            return
+        data = form.cleaned_data
+        (registration,) = registration_services.register(
+            event=data["event"],
+            ticket=data.get("ticket"),
+            slot=data.get("slot"),
+            state=data["state"],
+            attendees=[{f: data.get(f) or "" for f in ("name", "email", "phone", "company_name")}],
+            actor=request.user,
+        )
+        obj.pk = registration.pk
+        obj.barcode = registration.barcode
+
+    def save_related(self, request, form, formsets, change):
+        """Nothing to save by hand: the service wrote the row and its audit entry.
+
+        The read-only inlines' formsets are still "saved" (they hold no change, so nothing is
+        written) because the admin's change message reads what they saved; skipping them
+        turned every POST of the change form into a 500.
+        """
+        for formset in formsets:
+            self.save_formset(request, form, formset, change=change)
 
     def has_delete_permission(self, request, obj=None):
         return False  # archive instead: a registration is history
@@ -509,7 +581,7 @@ class RegistrationAdmin(admin.ModelAdmin):
 
 
 @admin.register(Mail)
-class MailAdmin(admin.ModelAdmin):
+class MailAdmin(ServiceErrorsMixin, admin.ModelAdmin):
     list_display = (
         "template_ref",
         "event",
@@ -534,10 +606,58 @@ class MailAdmin(admin.ModelAdmin):
         "skipped_reason",
         "created_at",
     )
+    actions = ["run_pass_now"]
+    add_fields = (
+        "event",
+        "sequence",
+        "template_ref",
+        "notification_type",
+        "interval_nbr",
+        "interval_unit",
+        "interval_type",
+        "include_existing",
+    )
 
     @admin.display(description="state")
     def state(self, obj):
         return obj.mail_state
+
+    def get_fields(self, request, obj=None):
+        return self.add_fields if obj is None else super().get_fields(request, obj)
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return ()
+        return (*(f.name for f in Mail._meta.fields if f.name != "id"), "state")
+
+    def save_model(self, request, obj, form, change):
+        """Adding goes through add_scheduler (date computed, template checked, audited)."""
+        if change:
+            return
+        data = form.cleaned_data
+        mail = scheduler_services.add_scheduler(
+            event=data["event"],
+            sequence=data["sequence"],
+            template_ref=data["template_ref"],
+            notification_type=data["notification_type"],
+            interval_nbr=data["interval_nbr"],
+            interval_unit=data["interval_unit"],
+            interval_type=data["interval_type"],
+            include_existing=data["include_existing"],
+            actor=request.user,
+        )
+        obj.pk = mail.pk
+
+    def delete_model(self, request, obj):
+        scheduler_services.delete_scheduler(scheduler=obj, actor=request.user)
+
+    def delete_queryset(self, request, queryset):
+        for mail in queryset.order_by("pk"):
+            scheduler_services.delete_scheduler(scheduler=mail, actor=request.user)
+
+    @admin.action(description="Run the scheduler pass now", permissions=["change"])
+    def run_pass_now(self, request, queryset):
+        report_run_pass(self, request)
 
 
 @admin.register(MailRegistration)
@@ -579,6 +699,44 @@ class MessageTemplateAdmin(admin.ModelAdmin):
     list_display = ("name", "ref", "channel", "subject", "updated_at")
     list_filter = ("channel",)
     search_fields = ("name", "ref", "subject")
+    readonly_fields = ("preview",)
+
+    @admin.display(description="preview (saved version, latest attendee)")
+    def preview(self, obj: MessageTemplate):
+        from events.adapters import DatabaseTemplateRenderer
+
+        if obj.pk is None:
+            return "Save the template to preview it."
+        registration = (
+            Registration.objects.filter(state__in=("open", "done"))
+            .select_related("event", "ticket", "slot")
+            .order_by("-pk")
+            .first()
+        )
+        if registration is None:
+            return "No registration to preview with yet."
+        try:
+            rendered = DatabaseTemplateRenderer().render(
+                template_ref=obj.ref, registration=registration
+            )
+        except (TemplateSyntaxError, DomainError, NoReverseMatch) as exc:
+            return f"Cannot render: {exc}"
+        if not rendered.body_html:
+            return format_html("<pre>{}</pre>", rendered.body_text)
+        return format_html(
+            '<p><strong>{}</strong></p><iframe sandbox srcdoc="{}" '
+            'style="width:100%;height:20em;border:1px solid #ccc"></iframe>',
+            rendered.subject,
+            rendered.body_html,
+        )
+
+    def delete_model(self, request, obj):
+        """Through the store's delete verb: its schedulers go too, in one audited transaction."""
+        template_services.delete_template(template_ref=obj.ref, actor=request.user)
+
+    def delete_queryset(self, request, queryset):
+        for template in queryset.order_by("pk"):
+            template_services.delete_template(template_ref=template.ref, actor=request.user)
 
 
 @admin.register(MailOutbox)
@@ -636,3 +794,44 @@ class LinkedProductAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows written only by services: visible to staff, never edited by hand."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(QuestionChoice)
+class QuestionChoiceAdmin(admin.ModelAdmin):
+    list_display = ("name", "question", "sequence")
+    search_fields = ("name", "question__title")
+    list_select_related = ("question",)
+
+
+@admin.register(RegistrationAnswer)
+class RegistrationAnswerAdmin(ReadOnlyAdmin):
+    list_display = ("registration", "question", "choice", "text_value")
+    list_select_related = ("registration", "question", "choice")
+    search_fields = ("text_value", "registration__name", "question__title")
+
+
+@admin.register(SeatLedger)
+class SeatLedgerAdmin(ReadOnlyAdmin):
+    list_display = ("event", "slot", "ticket", "reserved", "used")
+    list_select_related = ("event", "slot", "ticket")
+    list_filter = ("event",)
+
+
+@admin.register(IntakeIdempotency)
+class IntakeIdempotencyAdmin(ReadOnlyAdmin):
+    list_display = ("key", "event", "status_code", "created_at")
+    list_select_related = ("event",)
+    search_fields = ("key",)

@@ -2,9 +2,24 @@
 
 from celery import shared_task
 
+from events.services import delivery, nudge, scheduler
 from events.services import events as event_services
 
 
 @shared_task(name="events.done_sweep")
 def done_sweep() -> int:
     return event_services.done_sweep()
+
+
+@shared_task(name="events.run_pass")
+def run_pass_task() -> dict:
+    """The scheduler pass: beat runs it every minute; nudges run it after commits."""
+    nudge.started(key=nudge.PASS_KEY)
+    return scheduler.run_pass().as_dict()
+
+
+@shared_task(name="events.deliver_outbox")
+def deliver_outbox_task() -> dict:
+    """Deliver queued outbox mails (beat every minute retries the ones in backoff)."""
+    nudge.started(key=nudge.DELIVERY_KEY)
+    return delivery.deliver_outbox().as_dict()

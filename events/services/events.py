@@ -367,4 +367,8 @@ def add_slot(
             event=event,
             data={"slot": slot.pk, "start": start.isoformat(), "end": end.isoformat()},
         )
+        # A new slot's reminders: re-arm a multi-slot scheduler already done on older slots.
+        from events.services import scheduler
+
+        scheduler.reschedule(event=event)
     return slot

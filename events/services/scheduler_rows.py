@@ -2,7 +2,8 @@
 
 When registrations enter `open`, each after_sub scheduler of their event gets one
 MailRegistration row per registration (INSERT … ON CONFLICT DO NOTHING behind the unique
-(scheduler, registration) index), due at `confirmed_at` + the scheduler's interval.
+(scheduler, registration) index), due at `confirmed_at` + the scheduler's interval. When one
+of those rows is due within a minute, the scheduler pass is nudged after commit (spec.md §6.4).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from events.models import Event, IntervalType, Mail, MailRegistration, Registration
-from events.services import intervals
+from events.services import intervals, nudge
+from events.services.scheduler import ARM_WINDOW
 
 
 def registrations_opened(
@@ -37,4 +39,6 @@ def registrations_opened(
     ]
     if rows:
         MailRegistration.objects.bulk_create(rows, ignore_conflicts=True)
+        if min(row.scheduled_date for row in rows) <= now + ARM_WINDOW:
+            nudge.scheduler_pass()
     return schedulers

@@ -1,0 +1,142 @@
+"""Built-in adapters of the core ports (spec.md §11): the database template store and the outbox
+mail queue. Wired by `.env.example` so the product works alone.
+
+- `DatabaseTemplateRenderer`: `MessageTemplate` rows in the Django template language; mail
+  bodies are autoescaped HTML (with a derived plain-text part), sms bodies and subjects are
+  plain text. Context: registration, event, ticket, slot, event_begin (formatted in the event's
+  time zone), tickets_url, ics_url (computed only when a template uses them).
+- `OutboxMailQueue`: one `MailOutbox` row per mail, written in the caller's transaction (the
+  pass batch), with a stable Message-ID; delivery is nudged after commit.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import zoneinfo
+from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.template import Context, Template
+from django.utils import dateformat, timezone
+from django.utils.html import strip_tags
+
+from events.errors import TemplateMissing
+from events.models import MailOutbox, MessageTemplate, NotificationType, Registration, Slot
+from events.ports import EventMailQueue, EventTemplateRenderer, OutgoingMail, RenderedMessage
+from events.services import links, nudge
+
+_BREAKS = re.compile(r"<br\s*/?>|</(p|div|li|h[1-6]|tr)>", re.IGNORECASE)
+_LINK = re.compile(r'<a\s[^>]*href="([^"]*)"[^>]*>(.*?)</a>', re.IGNORECASE | re.DOTALL)
+
+
+def html_to_text(markup: str) -> str:
+    """A readable plain-text part for an HTML mail (links kept as "text (url)")."""
+
+    def link(match: re.Match) -> str:
+        url, label = match.group(1), strip_tags(match.group(2)).strip()
+        return url if not label or label == url else f"{label} ({url})"
+
+    text = _LINK.sub(link, markup)
+    text = _BREAKS.sub(lambda m: m.group(0) + "\n", text)
+    text = html.unescape(strip_tags(text))
+    lines = [line.strip() for line in text.splitlines()]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def format_begin(moment, tz_name: str) -> str:
+    local = moment.astimezone(zoneinfo.ZoneInfo(tz_name))
+    return f"{dateformat.format(local, 'l j F Y, H:i')} ({tz_name})"
+
+
+class DatabaseTemplateRenderer(EventTemplateRenderer):
+    """Templates from the `MessageTemplate` table; compiled once per instance (one pass)."""
+
+    def __init__(self) -> None:
+        self._compiled: dict[str, tuple[str, Template, Template]] = {}
+
+    def _load(self, template_ref: str) -> tuple[str, Template, Template]:
+        if template_ref not in self._compiled:
+            row = (
+                MessageTemplate.objects.filter(ref=template_ref)
+                .only("channel", "subject", "body")
+                .first()
+            )
+            if row is None:
+                raise TemplateMissing(
+                    f"Template {template_ref!r} does not exist.", template_ref=template_ref
+                )
+            self._compiled[template_ref] = (row.channel, Template(row.subject), Template(row.body))
+        return self._compiled[template_ref]
+
+    def exists(self, *, template_ref: str) -> bool:
+        if template_ref in self._compiled:
+            return True
+        return MessageTemplate.objects.filter(ref=template_ref).exists()
+
+    def channel(self, *, template_ref: str) -> str:
+        return self._load(template_ref)[0]
+
+    def render(
+        self, *, template_ref: str, registration: Registration, slot: Slot | None = None
+    ) -> RenderedMessage:
+        channel, subject, body = self._load(template_ref)
+        event = registration.event
+        slot = slot if slot is not None else registration.slot
+        begin = slot.start_datetime if slot is not None else event.date_begin
+        values = {
+            "registration": registration,
+            "event": event,
+            "ticket": registration.ticket,
+            "slot": slot,
+            "event_begin": format_begin(begin, event.date_tz),
+            # Callables: the template language calls them only when a template uses them.
+            "tickets_url": lambda: links.tickets_url(registration),
+            "ics_url": lambda: links.ics_url(registration),
+        }
+        subject_text = " ".join(subject.render(Context(values, autoescape=False)).split())
+        if channel == NotificationType.SMS:
+            text = body.render(Context(values, autoescape=False)).strip()
+            return RenderedMessage(channel=channel, subject=subject_text, body_text=text)
+        markup = body.render(Context(values, autoescape=True))
+        return RenderedMessage(
+            channel=channel,
+            subject=subject_text,
+            body_text=html_to_text(markup),
+            body_html=markup,
+        )
+
+
+def message_id(idempotency_key: str) -> str:
+    host = urlsplit(settings.EVENT_PUBLIC_URL).hostname or "backbone-events"
+    return f"<{idempotency_key}@{host}>"
+
+
+class OutboxMailQueue(EventMailQueue):
+    """Writes `MailOutbox` rows in the caller's transaction; a Celery task delivers them."""
+
+    def enqueue(self, *, mail: OutgoingMail) -> None:
+        self.enqueue_many(mails=[mail])
+
+    def enqueue_many(self, *, mails: Sequence[OutgoingMail]) -> None:
+        if not mails:
+            return
+        now = timezone.now()
+        MailOutbox.objects.bulk_create(
+            [
+                MailOutbox(
+                    idempotency_key=m.idempotency_key,
+                    message_id=message_id(m.idempotency_key),
+                    scheduler_id=m.scheduler_id,
+                    registration_id=m.registration_id,
+                    recipient=m.recipient,
+                    subject=m.subject[:255],
+                    body_text=m.body_text,
+                    body_html=m.body_html,
+                    next_attempt_at=now,
+                )
+                for m in mails
+            ]
+        )
+        nudge.outbox_delivery()
