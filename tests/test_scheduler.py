@@ -781,8 +781,8 @@ def test_queries_per_batch_do_not_grow_with_the_number_of_messages(actor, now, i
 @pytest.mark.django_db
 def test_multi_slot_dates_follow_slots_added_later(actor, now):
     """Without slots the scheduler waits at a lower bound of any slot's date; `add_slot`
-    (through `reschedule`, run when dates or slots change) moves it to the slots' dates and re-arms a done
-    scheduler for a slot that has no row yet."""
+    (through `reschedule`, run when dates or slots change) moves it to the slots' dates and
+    re-arms a done scheduler for a slot that has no row yet."""
     template()
     begin = now + 10 * DAY
     event = factories.EventFactory(
