@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from events.models import Event, Question, Registration, Ticket
+from events.models import Event, Mail, Question, Registration, Ticket
 
 
 def lock_events(event_ids: Iterable[int]) -> dict[int, Event]:
@@ -24,12 +24,15 @@ def lock_event(event_id: int) -> Event:
 # Raw SQL in this one place: the ORM spends more time compiling this statement (two EXISTS
 # annotations on a FOR UPDATE OF query) than PostgreSQL spends running it, and it runs once
 # per booking (bench B1). It returns ordinary Event instances.
-_EVENT, _TICKET, _QUESTION = (m._meta.db_table for m in (Event, Ticket, Question))
+_EVENT, _TICKET, _QUESTION, _MAIL = (m._meta.db_table for m in (Event, Ticket, Question, Mail))
 _BOOKING_LOCK_SQL = f"""
     SELECT e.*,
            EXISTS (SELECT 1 FROM {_TICKET} t WHERE t.event_id = e.id) AS has_tickets,
            EXISTS (SELECT 1 FROM {_QUESTION} q WHERE q.event_id = e.id AND q.active)
-               AS has_questions
+               AS has_questions,
+           EXISTS (SELECT 1 FROM {_MAIL} m WHERE m.event_id = e.id
+                                              AND m.interval_type = 'after_sub')
+               AS has_after_sub
       FROM {_EVENT} e
      WHERE e.id = %s
        FOR UPDATE OF e
@@ -38,11 +41,14 @@ _BOOKING_LOCK_SQL = f"""
 
 def lock_event_for_booking(event_id: int) -> Event:
     """lock_event, also telling (in the same statement) whether the event has tickets and
-    active questions (`has_tickets`, `has_questions`), so a booking spends no query on each.
+    active questions, and after_sub schedulers (`has_tickets`, `has_questions`,
+    `has_after_sub`), so a booking spends no query on each.
 
-    The two flags come from the statement's snapshot, taken before a wait for the lock; that is
-    fine for tickets and questions (neither is changed under this lock). Seat counters must
-    never be read this way: they are read or written by a later statement, after the lock.
+    The flags come from the statement's snapshot, taken before a wait for the lock; that is
+    fine for tickets and questions (neither is changed under this lock), and for after_sub
+    schedulers: one created meanwhile gets its missing rows from the pass (spec.md §6.2).
+    Seat counters must never be read this way: they are read or written by a later
+    statement, after the lock.
     """
     rows = list(Event.objects.raw(_BOOKING_LOCK_SQL, [event_id]))
     if not rows:

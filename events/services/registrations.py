@@ -293,7 +293,8 @@ def _register(
             ]
         )
         if state == S.OPEN:
-            scheduler_rows.registrations_opened(event=event, registrations=rows, now=now)
+            if event.has_after_sub:  # flag read by the lock statement
+                scheduler_rows.registrations_opened(event=event, registrations=rows, now=now)
         hooks.run(hooks.registrations_changed, rows, actor)
     return rows
 

@@ -222,7 +222,7 @@ def test_without_the_event_lock_the_ledger_check_still_holds(actor, monkeypatch)
 
     def unlocked(event_id):
         loaded = Event.objects.get(pk=event_id)
-        loaded.has_tickets = loaded.has_questions = False
+        loaded.has_tickets = loaded.has_questions = loaded.has_after_sub = False
         return loaded
 
     monkeypatch.setattr(locks, "lock_event_for_booking", unlocked)
