@@ -134,6 +134,11 @@ EVENT_SMS_GATEWAY_URL = env.str("EVENT_SMS_GATEWAY_URL")
 EVENT_SMS_GATEWAY_TOKEN = env.str("EVENT_SMS_GATEWAY_TOKEN")
 EVENT_PUBLIC_URL = env.str("EVENT_PUBLIC_URL")
 
+# Per-client rate limits of the attendee surface (spec.md §7.5), not environment knobs:
+# scope → (requests, window in seconds). "intake": registration POSTs (page and API);
+# "token": /my-tickets/ and /ics/ GETs. Benchmarks lift them in their own settings module.
+EVENT_RATE_LIMITS = {"intake": (30, 60), "token": (120, 60)}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

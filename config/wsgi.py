@@ -1,6 +1,15 @@
 import os
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 application = get_wsgi_application()
+
+# Fail closed (spec.md §7.1): the server refuses to start with a missing or short capability
+# secret; gunicorn's worker then fails to boot and the master exits.
+from events.checks import check_capability_secret  # noqa: E402
+
+_problems = check_capability_secret(None)
+if _problems:
+    raise ImproperlyConfigured("; ".join(problem.msg for problem in _problems))

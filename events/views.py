@@ -1,11 +1,45 @@
-"""Thin views: each reads through selectors or calls a service."""
+"""Thin views: each reads through selectors or calls a service, then renders.
 
-from django.http import JsonResponse
-from django.shortcuts import render
+The token routes (/my-tickets/, /ics/) share one wrapper that applies the gates of spec.md
+§7.2 in order (secret → rate limit → capability), answers every refusal with one uniform body,
+sets `Cache-Control: private, no-store` and `Referrer-Policy: no-referrer`, and keeps the path
+(which holds the token) out of Django's request log.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable
+from functools import wraps
+from urllib.parse import urlsplit
+
+import segno
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.utils import timezone
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_http_methods
 
-from events import health, selectors
+from events import health, intake_form, ratelimit, selectors
+from events.client import client_address
+from events.errors import (
+    HTTP_STATUS,
+    CapabilityRefused,
+    DomainError,
+    NotFound,
+    RateLimited,
+    SecretMissing,
+)
+from events.models import Registration, RegistrationState
+from events.services import capability, intake, links, seats
+from events.services import ics as ics_service
+
+logger = logging.getLogger("events.attendee")
+
+TOKEN_HEADERS = {"Cache-Control": "private, no-store", "Referrer-Policy": "no-referrer"}
+ICS_NOT_FOUND = b"Not found.\n"
+UNAVAILABLE = b"This page is temporarily unavailable.\n"
 
 
 @require_GET
@@ -17,5 +51,201 @@ def healthz(request):
 
 @require_GET
 def event_list(request):
-    events = selectors.public_events(now=timezone.now())
+    events = selectors.public_event_list(now=timezone.now())
     return render(request, "events/event_list.html", {"events": events})
+
+
+# --- event page and its registration form (intake) -------------------------------------------
+
+
+@require_http_methods(["GET", "POST"])
+def event_detail(request: HttpRequest, event_id: int) -> HttpResponse:
+    now = timezone.now()
+    if request.method == "POST":
+        payload, key = intake_form.payload_from_post(request.POST)
+        try:
+            result = intake.submit(
+                event_id=event_id,
+                payload=payload,
+                client=client_address(request),
+                idempotency_key=key,
+                now=now,
+            )
+        except NotFound:
+            raise Http404("No such event.") from None
+        except DomainError as error:
+            event = selectors.public_event(event_id=event_id)
+            if event is None:
+                raise Http404("No such event.") from None
+            response = _event_page(
+                request, event, now=now, posted=request.POST, error=error, key=key
+            )
+            response.status_code = HTTP_STATUS[error.code]
+            if isinstance(error, RateLimited):
+                response["Retry-After"] = str(error.details["retry_after"])
+            return response
+        return _registered(request, result.body)
+
+    event = selectors.public_event(event_id=event_id)
+    if event is None:
+        raise Http404("No such event.")
+    return _event_page(request, event, now=now)
+
+
+def _event_page(request, event, *, now, posted=None, error=None, key=None) -> HttpResponse:
+    form = intake_form.build(
+        event=event,
+        now=now,
+        summaries=seats.ticket_summaries(event=event),
+        closed=intake.closed_reason(event=event, now=now),
+        quantity=request.GET.get("quantity"),
+        posted=posted,
+        error=error,
+        idempotency_key=key or secrets.token_urlsafe(18),
+    )
+    return render(request, "events/event_detail.html", {"event": event, "form": form})
+
+
+def _registered(request: HttpRequest, body: dict) -> HttpResponse:
+    """One attendee: to their tickets page. Several: a page listing each attendee's links."""
+    rows = body["registrations"]
+    if len(rows) == 1:
+        response = redirect(urlsplit(rows[0]["tickets_url"]).path, permanent=False)
+        response.status_code = 303
+    else:
+        items = [
+            {
+                "number": index + 1,
+                "tickets_path": urlsplit(row["tickets_url"]).path,
+                "ics_path": urlsplit(row["ics_url"]).path,
+            }
+            for index, row in enumerate(rows)
+        ]
+        names = selectors.registration_names(registration_ids=[row["id"] for row in rows])
+        for item, row in zip(items, rows, strict=True):
+            item["name"] = names.get(row["id"], "")
+        response = render(request, "events/registered.html", {"items": items})
+    for header, value in TOKEN_HEADERS.items():
+        response[header] = value
+    return response
+
+
+# --- token routes ----------------------------------------------------------------------------
+
+
+def _token_route(not_found: Callable[[], HttpResponse]):
+    def decorate(view):
+        @wraps(view)
+        def wrapper(request: HttpRequest, token: str) -> HttpResponse:
+            route = view.__name__
+            try:
+                if not capability.secret_ok():
+                    raise SecretMissing("The capability secret is not configured.")
+                ratelimit.hit(scope="token", client=client_address(request))
+                response = view(request, token)
+            except SecretMissing:
+                logger.error("%s: capability secret missing or too short: answering 503", route)
+                response = HttpResponse(
+                    UNAVAILABLE,
+                    status=HTTP_STATUS[SecretMissing.code],
+                    content_type="text/plain; charset=utf-8",
+                )
+            except RateLimited as error:
+                response = HttpResponse(
+                    b"Too many requests.\n",
+                    status=HTTP_STATUS[error.code],
+                    content_type="text/plain; charset=utf-8",
+                )
+                response["Retry-After"] = str(error.details["retry_after"])
+            except CapabilityRefused as error:
+                # The reason only: the token itself is never logged.
+                logger.info("%s: link refused (%s)", route, error.details.get("reason", "?"))
+                response = not_found()
+            for header, value in TOKEN_HEADERS.items():
+                response[header] = value
+            # Django's request logger prints the path, which holds the token: we logged above.
+            response._has_been_logged = True
+            return response
+
+        return wrapper
+
+    return decorate
+
+
+def _ics_not_found() -> HttpResponse:
+    return HttpResponse(
+        ICS_NOT_FOUND,
+        status=HTTP_STATUS[CapabilityRefused.code],
+        content_type="text/plain; charset=utf-8",
+    )
+
+
+def _tickets_not_found() -> HttpResponse:
+    return HttpResponse(
+        render_to_string("events/link_not_found.html"), status=HTTP_STATUS[CapabilityRefused.code]
+    )
+
+
+def _shown(claim: capability.Claim, registration: Registration | None) -> Registration:
+    """The registration a tickets/ics link may show: current, and not a draft."""
+    registration = capability.current(claim=claim, registration=registration)
+    if registration.state == RegistrationState.DRAFT:
+        raise CapabilityRefused("Invalid link.", reason="draft_registration")
+    return registration
+
+
+@require_GET
+@_token_route(_ics_not_found)
+def ics(request: HttpRequest, token: str) -> HttpResponse:
+    claim = capability.read(purpose="ics", token=token)
+    registration = _shown(claim, selectors.calendar_registration(registration_id=claim.subject))
+    response = HttpResponse(
+        ics_service.calendar(registration=registration),
+        content_type="text/calendar; charset=utf-8",
+    )
+    response["Content-Disposition"] = (
+        f'attachment; filename="{ics_service.filename_for(registration)}"'
+    )
+    return response
+
+
+@require_GET
+@_token_route(_tickets_not_found)
+def my_tickets(request: HttpRequest, token: str) -> HttpResponse:
+    claim = capability.read_any(purposes=("tickets", "order"), token=token)
+    if claim.purpose == "tickets":
+        rows = [_shown(claim, selectors.ticket_registration(registration_id=claim.subject))]
+    else:
+        rows = selectors.order_registrations(order_ref=capability.current_order(claim=claim))
+        if not rows:
+            raise CapabilityRefused("Invalid link.", reason="empty_order")
+    tickets = [_ticket_card(row) for row in rows]
+    return render(
+        request,
+        "events/my_tickets.html",
+        {"tickets": tickets, "order": claim.purpose == "order"},
+    )
+
+
+def _ticket_card(registration: Registration) -> dict:
+    event = registration.event
+    slot = registration.slot if event.is_multi_slots else None
+    cancelled = ics_service.is_cancelled(registration)
+    qr = None
+    if not cancelled:
+        qr = (
+            segno.make_qr(registration.barcode, error="m")
+            .svg_inline(scale=5, omitsize=True, title=f"QR code of ticket {registration.barcode}")
+            .replace("<svg ", '<svg role="img" aria-label="QR code of your ticket" ', 1)
+        )
+    return {
+        "registration": registration,
+        "event": event,
+        "slot": slot,
+        "begin": slot.start_datetime if slot else event.date_begin,
+        "end": slot.end_datetime if slot else event.date_end,
+        "cancelled": cancelled,
+        "event_cancelled": event.kanban_state == "cancel",
+        "qr_svg": qr,
+        "ics_path": links.ics_path(registration),
+    }

@@ -15,6 +15,11 @@ $PY manage.py makemigrations --check --dry-run
 echo "== deploy checks on production settings"
 DJANGO_SETTINGS_MODULE=config.settings_production $PY manage.py check --deploy --fail-level WARNING
 
+echo "== chromium for the real-browser tests (Debian's; Playwright drives it)"
+if ! command -v chromium >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null
+fi
+
 echo "== pytest (real PostgreSQL and Redis)"
 mkdir -p test-output
 $PY -m pytest --create-db -q "$@"

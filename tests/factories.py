@@ -30,7 +30,7 @@ class UserFactory(factory.django.DjangoModelFactory):
     username = factory.Sequence(lambda n: f"staff{n}")
     email = factory.LazyAttribute(lambda o: f"{o.username}@example.org")
     is_staff = True
-    password = factory.PostGenerationMethodCall("set_password", "pw-for-tests-only")
+    password = factory.django.Password("pw-for-tests-only")
 
 
 def stage(name: str = "New") -> ev.Stage:

@@ -3,68 +3,191 @@
 Invariants:
 - signed with EVENT_CAPABILITY_SECRET (never SECRET_KEY), one salt per purpose, so a token of
   one purpose never opens another; signatures are compared in constant time by Django's Signer;
-- a `tickets`/`ics` token carries the registration's `token_version`: bumping it revokes them;
+- a `tickets`/`ics` token carries the registration's `token_version`; an `order` token carries
+  the highest `token_version` among the order's registrations: `revoke_links` (a bump) revokes
+  every link of that registration, its order's link included;
 - fail-closed: with the secret missing or shorter than 32 characters, mint and verify raise
-  `SecretMissing`; every bad token raises the one `CapabilityRefused`.
+  `SecretMissing`; every bad token raises the one `CapabilityRefused` (its `reason` is for the
+  log, never for the client, and never carries the token).
 """
 
 from __future__ import annotations
 
+import binascii
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
 from django.conf import settings
 from django.core import signing
+from django.db import transaction
+from django.db.models import F, Max
 
 from events.errors import CapabilityRefused, SecretMissing
 from events.models import Registration
+from events.services import audit, locks
 
 PURPOSES = ("tickets", "order", "ics")
 MIN_SECRET_LENGTH = 32
+# The payload format; a future format gets a new number and verify keeps reading the old one.
+FORMAT = 1
+
+
+def secret_ok() -> bool:
+    secret = getattr(settings, "EVENT_CAPABILITY_SECRET", None) or ""
+    return len(secret) >= MIN_SECRET_LENGTH
 
 
 def _signer(purpose: str) -> signing.Signer:
-    secret = getattr(settings, "EVENT_CAPABILITY_SECRET", "") or ""
-    if len(secret) < MIN_SECRET_LENGTH:
+    if not secret_ok():
         raise SecretMissing("The capability secret is not configured.")
     if purpose not in PURPOSES:
         raise CapabilityRefused("Unknown purpose.", reason="purpose")
-    return signing.Signer(key=secret, salt=f"events.capability.{purpose}")
+    return signing.Signer(key=settings.EVENT_CAPABILITY_SECRET, salt=f"events.capability.{purpose}")
+
+
+def _order_version(order_ref: str) -> int | None:
+    """The highest token_version of the order's active registrations (None: no such order)."""
+    if not order_ref:
+        return None
+    return Registration.objects.filter(sale_order_ref=order_ref, active=True).aggregate(
+        v=Max("token_version")
+    )["v"]
 
 
 def mint(*, purpose: str, subject: Registration | int | str) -> str:
     """A token for a registration (tickets, ics) or an order ref (order)."""
     signer = _signer(purpose)
     if purpose == "order":
-        return signer.sign_object({"s": str(subject), "v": 1})
+        order_ref = str(subject)
+        version = _order_version(order_ref)
+        if version is None:
+            raise CapabilityRefused("No such order.", reason="unknown_order")
+        return signer.sign_object({"f": FORMAT, "s": order_ref, "v": version})
     registration = (
         subject
         if isinstance(subject, Registration)
         else Registration.objects.only("pk", "token_version").get(pk=int(subject))
     )
-    return signer.sign_object({"s": registration.pk, "v": registration.token_version})
+    return signer.sign_object({"f": FORMAT, "s": registration.pk, "v": registration.token_version})
+
+
+def _payload(purpose: str, token: str) -> dict[str, Any]:
+    signer = _signer(purpose)
+    if not isinstance(token, str) or signer.sep not in token:
+        raise CapabilityRefused("Invalid link.", reason="malformed")
+    try:
+        payload = signer.unsign_object(token)
+    except signing.BadSignature:
+        reason = _bad_signature_reason(purpose, token)
+        raise CapabilityRefused("Invalid link.", reason=reason) from None
+    except (ValueError, TypeError, binascii.Error, zlib.error):
+        # A valid signature over an undecodable payload: only a holder of the secret makes one.
+        raise CapabilityRefused("Invalid link.", reason="malformed") from None
+    if (
+        not isinstance(payload, dict)
+        or payload.get("f") != FORMAT
+        or not isinstance(payload.get("v"), int)
+        or "s" not in payload
+    ):
+        raise CapabilityRefused("Invalid link.", reason="malformed")
+    return payload
+
+
+def _bad_signature_reason(purpose: str, token: str) -> str:
+    """Tell a token of another purpose from a forged one (for the log only)."""
+    for other in PURPOSES:
+        if other == purpose:
+            continue
+        try:
+            _signer(other).unsign(token)
+        except signing.BadSignature:
+            continue
+        return "wrong_purpose"
+    return "bad_signature"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a well-signed token says; not yet checked against the database."""
+
+    purpose: str
+    subject: int | str
+    version: int
+
+
+def read(*, purpose: str, token: str) -> Claim:
+    """The claim of a token signed for `purpose` (no database access)."""
+    payload = _payload(purpose, token)
+    subject = payload["s"]
+    if purpose == "order" and not isinstance(subject, str):
+        raise CapabilityRefused("Invalid link.", reason="malformed")
+    if purpose != "order" and (not isinstance(subject, int) or isinstance(subject, bool)):
+        raise CapabilityRefused("Invalid link.", reason="malformed")
+    return Claim(purpose, subject, payload["v"])
+
+
+def current(*, claim: Claim, registration: Registration | None) -> Registration:
+    """The registration a `tickets`/`ics` claim names, loaded by the caller (any select_related
+    it needs, one query), if it is still the current holder of that link."""
+    if registration is None or registration.pk != claim.subject:
+        raise CapabilityRefused("Invalid link.", reason="unknown_registration")
+    if not registration.active:
+        raise CapabilityRefused("Invalid link.", reason="archived_registration")
+    if registration.token_version != claim.version:
+        raise CapabilityRefused("Invalid link.", reason="stale_version")
+    return registration
+
+
+def current_order(*, claim: Claim) -> str:
+    """The order ref of an `order` claim if no registration of the order had its links revoked
+    since the token was minted (one aggregate query)."""
+    version = _order_version(claim.subject)
+    if version is None:
+        raise CapabilityRefused("Invalid link.", reason="unknown_order")
+    if version != claim.version:
+        raise CapabilityRefused("Invalid link.", reason="stale_version")
+    return claim.subject
 
 
 def verify(*, purpose: str, token: str) -> int | str:
     """The subject (registration id, or order ref) of a valid, current token.
 
-    Raises CapabilityRefused (with a `reason` for the log, never shown to the client) for a
-    malformed or forged token, a token of another purpose, a stale version, or an unknown or
-    archived registration.
+    Raises CapabilityRefused for a malformed or forged token, a token of another purpose, a
+    stale version, or an unknown or archived registration (an order without active ones).
     """
-    signer = _signer(purpose)
-    try:
-        payload = signer.unsign_object(token)
-    except (signing.BadSignature, ValueError, TypeError) as exc:
-        raise CapabilityRefused("Invalid link.", reason="signature") from exc
-    if not isinstance(payload, dict) or "s" not in payload or "v" not in payload:
-        raise CapabilityRefused("Invalid link.", reason="malformed")
+    claim = read(purpose=purpose, token=token)
     if purpose == "order":
-        return str(payload["s"])
-    row = (
-        Registration.objects.filter(pk=payload["s"], active=True)
-        .values_list("token_version", flat=True)
-        .first()
+        return current_order(claim=claim)
+    registration = (
+        Registration.objects.filter(pk=claim.subject).only("pk", "active", "token_version").first()
     )
-    if row is None:
-        raise CapabilityRefused("Invalid link.", reason="unknown_registration")
-    if row != payload["v"]:
-        raise CapabilityRefused("Invalid link.", reason="stale_version")
-    return int(payload["s"])
+    return current(claim=claim, registration=registration).pk
+
+
+def read_any(*, purposes: tuple[str, ...], token: str) -> Claim:
+    """The claim of a token signed for one of `purposes` (tried in that order)."""
+    for index, purpose in enumerate(purposes):
+        try:
+            return read(purpose=purpose, token=token)
+        except CapabilityRefused as error:
+            if error.details.get("reason") != "wrong_purpose" or index == len(purposes) - 1:
+                raise
+    raise CapabilityRefused("Invalid link.", reason="purpose")
+
+
+def revoke_links(*, registration: Registration, actor: Any) -> Registration:
+    """Bump the registration's token_version: every link minted before stops opening."""
+    with transaction.atomic():
+        locks.lock_event(registration.event_id)
+        reg = locks.lock_registration(registration.pk)
+        before = reg.token_version
+        Registration.objects.filter(pk=reg.pk).update(token_version=F("token_version") + 1)
+        reg.refresh_from_db(fields=["token_version"])
+        audit.record(
+            actor=actor,
+            verb="registration.links_revoked",
+            registration=reg,
+            data={"token_version": [before, reg.token_version]},
+        )
+    return reg

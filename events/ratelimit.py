@@ -1,0 +1,58 @@
+"""Per-client fixed-window rate limits in the shared Redis cache (spec.md §7.5).
+
+One counter per (scope, window start, client): INCR and EXPIRE run in one server-side script
+(atomic, one round trip), so concurrent requests never lose a count and every counter expires
+with its window. Limits come
+from settings.EVENT_RATE_LIMITS = {scope: (requests, window_seconds)}, set explicitly there.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from functools import lru_cache
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+
+from events.errors import RateLimited
+
+SCOPES = ("intake", "token")
+clock = time.time  # tests pin the window by replacing this
+
+
+INCR_WITH_TTL = """
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return count
+"""
+
+
+def _incr(key: str, ttl: int) -> int:
+    full_key = cache.make_and_validate_key(key)
+    # Django's RedisCache.incr is exists-then-incr (two round trips, not atomic with the TTL);
+    # the cache backend's own Redis client runs one atomic script instead.
+    client = cache._cache.get_client(full_key, write=True)
+    return int(_script(client)(keys=[full_key], args=[ttl], client=client))
+
+
+@lru_cache(maxsize=1)
+def _script(client: Any) -> Any:
+    """The script object (it remembers its SHA1 and falls back to EVAL when Redis forgot it)."""
+    return client.register_script(INCR_WITH_TTL)
+
+
+def hit(*, scope: str, client: str, now: float | None = None) -> int:
+    """Count one request of `client` in `scope`; raise RateLimited (retry_after) over the limit.
+
+    Returns the count in the current window.
+    """
+    limit, window = settings.EVENT_RATE_LIMITS[scope]
+    now = clock() if now is None else now
+    start = int(now // window) * window
+    count = _incr(f"rl:{scope}:{start}:{client[:64]}", window + 1)
+    if count > limit:
+        retry_after = max(1, math.ceil(start + window - now))
+        raise RateLimited("Too many requests; try again later.", retry_after=retry_after)
+    return count
