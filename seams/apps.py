@@ -4,3 +4,9 @@ from django.apps import AppConfig
 class SeamsConfig(AppConfig):
     name = "seams"
     verbose_name = "Host seams"
+
+    def ready(self) -> None:
+        from events import hooks
+        from seams.reference_data import grant_permissions
+
+        hooks.reference_data.append(grant_permissions)

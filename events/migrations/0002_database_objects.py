@@ -69,9 +69,6 @@ def create_groups(apps, schema_editor):
 class Migration(migrations.Migration):
     dependencies = [
         ("events", "0001_initial"),
-        ("booths", "0001_initial"),
-        ("leads", "0001_initial"),
-        ("seams", "0001_initial"),
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
     ]

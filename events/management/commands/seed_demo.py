@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
-from booths.models import BoothCategory, TypeBooth
+from events import hooks
 from events.models import (
     Event,
     EventType,
@@ -191,21 +191,8 @@ class Command(BaseCommand):
             template_ref="event-reminder-sms",
             notification_type="sms",
         )
-        standard, _ = BoothCategory.objects.get_or_create(
-            name="Standard booth (3×3 m)",
-            defaults={"price": Decimal("900.00"), "product_ref": "PROD-BOOTH-STD", "sequence": 1},
-        )
-        premium, _ = BoothCategory.objects.get_or_create(
-            name="Premium booth (6×3 m, corner)",
-            defaults={"price": Decimal("2400.00"), "product_ref": "PROD-BOOTH-PRM", "sequence": 2},
-        )
-        for i in range(1, 5):
-            TypeBooth.objects.create(
-                event_type=event_type, booth_category=standard, name=f"Hall A – stand {i}"
-            )
-        TypeBooth.objects.create(
-            event_type=event_type, booth_category=premium, name="Hall A – corner stand"
-        )
+        # Overlays add their template lines (booths: booth lines) through the explicit hook.
+        hooks.run(hooks.seed_demo_type, event_type)
         return event_type
 
     def _summit(self, event_type: EventType) -> Event:

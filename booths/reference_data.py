@@ -1,0 +1,16 @@
+"""The booths overlay's share of the staff groups (spec.md §9)."""
+
+from django.apps import apps as global_apps
+
+from events.reference_data import grant
+
+
+def grant_permissions(apps=global_apps) -> None:
+    grant(
+        apps,
+        app_label="booths",
+        user=[
+            (["booth", "boothbooking"], ("add", "change", "view")),
+            (["boothcategory", "typebooth"], ("view",)),
+        ],
+    )
