@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.template import TemplateSyntaxError
@@ -50,6 +51,19 @@ class ReadOnlyInline(admin.TabularInline):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows written only by services: visible to staff, never edited by hand."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False
 
 
@@ -140,8 +154,23 @@ class SlotInline(admin.TabularInline):
         return False  # slots are added through the add_slot service (dates in the event tz)
 
 
+class AnsweredQuestionForm(forms.ModelForm):
+    """On an answered question the type is shown but cannot change (spec.md §2.7)."""
+
+    class Meta:
+        model = Question
+        fields = ("title", "question_type", "is_mandatory_answer", "once_per_order", "sequence")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk and self.instance.answers.exists():
+            self.fields["question_type"].disabled = True
+            self.fields["question_type"].help_text = "Answered: the type cannot change."
+
+
 class QuestionInline(admin.TabularInline):
     model = Question
+    form = AnsweredQuestionForm
     fk_name = "event"
     extra = 0
     fields = (
@@ -374,16 +403,49 @@ class TicketAdmin(admin.ModelAdmin):
     list_select_related = ("event", "event_type")
     autocomplete_fields = ("event",)
 
+    def get_readonly_fields(self, request, obj=None):
+        """A ticket with registrations keeps its event (a database trigger refuses it too)."""
+        if obj is not None and obj.registrations.exists():
+            return ("event", "event_type")
+        return ()
+
 
 @admin.register(Slot)
-class SlotAdmin(admin.ModelAdmin):
+class SlotAdmin(ServiceErrorsMixin, admin.ModelAdmin):
+    """Slots are added and deleted through the event services (times in the event's zone,
+    audited, reminders rescheduled); once created a slot is read-only."""
+
     list_display = ("__str__", "event", "start_datetime", "end_datetime")
+    list_filter = ("event",)
     search_fields = ("event__name",)
     list_select_related = ("event",)
-    readonly_fields = ("start_datetime", "end_datetime")
+    fields = ("event", "date", "start_hour", "end_hour", "start_datetime", "end_datetime")
 
-    def has_add_permission(self, request):
-        return False  # through add_slot (dates computed in the event's timezone)
+    def get_readonly_fields(self, request, obj=None):
+        return self.fields if obj is not None else ("start_datetime", "end_datetime")
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            return
+        data = form.cleaned_data
+        slot = event_services.add_slot(
+            event=data["event"],
+            date=data["date"],
+            start_hour=data["start_hour"],
+            end_hour=data["end_hour"],
+            actor=request.user,
+        )
+        obj.pk = slot.pk
+
+    def save_related(self, request, form, formsets, change):
+        """The service wrote the slot and its audit entry."""
+
+    def delete_model(self, request, obj):
+        event_services.delete_slot(slot=obj, actor=request.user)
+
+    def delete_queryset(self, request, queryset):
+        for slot in queryset.order_by("pk"):
+            event_services.delete_slot(slot=slot, actor=request.user)
 
 
 class QuestionChoiceInline(admin.TabularInline):
@@ -406,6 +468,12 @@ class QuestionAdmin(admin.ModelAdmin):
     search_fields = ("title", "event__name")
     list_select_related = ("event", "event_type")
     inlines = [QuestionChoiceInline]
+
+    def get_readonly_fields(self, request, obj=None):
+        """An answered question keeps its type and owner (spec.md §2.7; a trigger refuses it)."""
+        if obj is not None and obj.answers.exists():
+            return ("question_type", "event", "event_type")
+        return ()
 
 
 # --- registrations ---------------------------------------------------------------------------
@@ -661,7 +729,7 @@ class MailAdmin(ServiceErrorsMixin, admin.ModelAdmin):
 
 
 @admin.register(MailRegistration)
-class MailRegistrationAdmin(admin.ModelAdmin):
+class MailRegistrationAdmin(ReadOnlyAdmin):
     list_display = (
         "scheduler",
         "registration",
@@ -672,11 +740,10 @@ class MailRegistrationAdmin(admin.ModelAdmin):
     )
     list_filter = ("mail_sent", "outcome")
     list_select_related = ("scheduler", "registration")
-    raw_id_fields = ("scheduler", "registration")
 
 
 @admin.register(MailSlot)
-class MailSlotAdmin(admin.ModelAdmin):
+class MailSlotAdmin(ReadOnlyAdmin):
     list_display = ("scheduler", "slot", "scheduled_date", "mail_count_done", "mail_done")
     list_select_related = ("scheduler", "slot")
 
@@ -785,19 +852,6 @@ class LinkedProductAdmin(admin.ModelAdmin):
     list_display = ("event_name", "ticket_name", "product_ref", "price", "currency", "is_published")
     list_filter = ("is_published",)
     search_fields = ("event_name", "ticket_name", "product_ref")
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Rows written only by services: visible to staff, never edited by hand."""
 
     def has_add_permission(self, request):
         return False

@@ -462,3 +462,72 @@ def test_manage_py_done_sweep():
 
     assert first.getvalue().strip() == "1 event(s) marked done"
     assert second.getvalue().strip() == "0 event(s) marked done"
+
+
+# --- slots follow the event's dates and time zone (spec.md §2.4, §5) -------------------------
+
+
+def _multi_slot_event(actor, tz="Europe/Brussels"):
+    from datetime import UTC, datetime
+
+    begin = datetime(2027, 6, 1, 6, 0, tzinfo=UTC)
+    event = event_services.create_event(
+        name="Workshops",
+        date_begin=begin,
+        date_end=begin + timedelta(days=2),
+        date_tz=tz,
+        is_multi_slots=True,
+        actor=actor,
+    )
+    slot = event_services.add_slot(
+        event=event, date=begin.date(), start_hour=9.0, end_hour=12.0, actor=actor
+    )
+    return event, slot
+
+
+@pytest.mark.django_db
+def test_dates_that_would_leave_a_slot_outside_the_event_are_refused(actor):
+    from events.models import EventAuditLog
+
+    event, slot = _multi_slot_event(actor)
+    audit_rows = EventAuditLog.objects.count()
+
+    with pytest.raises(DomainError) as caught:
+        event_services.update_event(
+            event=event, date_begin=event.date_begin + timedelta(days=1), actor=actor
+        )
+
+    assert caught.value.code == "invalid_value"
+    assert caught.value.details["slots"] == [slot.pk]
+    fresh = type(event).objects.get(pk=event.pk)
+    assert (fresh.date_begin, fresh.ics_sequence) == (event.date_begin, event.ics_sequence)
+    assert EventAuditLog.objects.count() == audit_rows
+
+
+@pytest.mark.django_db
+def test_a_new_time_zone_moves_the_slots_and_their_reminders(actor):
+    from events.models import EventAuditLog, Mail, MessageTemplate, Slot
+
+    MessageTemplate.objects.create(ref="remind", name="Reminder", body="Hi")
+    event, slot = _multi_slot_event(actor, tz="Europe/Brussels")
+    assert slot.start_datetime.hour == 7  # 09:00 in Brussels (CEST) is 07:00 UTC
+    from events.services import scheduler
+
+    mail = scheduler.add_scheduler(
+        event=event,
+        interval_nbr=1,
+        interval_unit="hours",
+        interval_type="before_event",
+        template_ref="remind",
+        actor=actor,
+    )
+    sequence = type(event).objects.get(pk=event.pk).ics_sequence
+
+    event_services.update_event(event=event, date_tz="UTC", actor=actor)
+
+    slot = Slot.objects.get(pk=slot.pk)
+    assert (slot.start_datetime.hour, slot.end_datetime.hour) == (9, 12)
+    assert type(event).objects.get(pk=event.pk).ics_sequence == sequence + 1
+    assert Mail.objects.get(pk=mail.pk).scheduled_date == slot.start_datetime - timedelta(hours=1)
+    row = EventAuditLog.objects.filter(event=event, verb="event.updated").latest("id")
+    assert row.data["slots_moved"] == [slot.pk]

@@ -230,16 +230,52 @@ def update_event(*, event: Event, actor: Any, **fields: Any) -> Event:
             _check_tz(event.date_tz)
         if DATE_FIELDS & set(changes):
             _check_dates(event.date_begin, event.date_end)
+        # Slot hours are in the event's time zone: a new zone moves every slot in UTC.
+        moved_slots = _slot_times(event) if "date_tz" in changes else []
+        times_changed = bool(DATE_FIELDS & set(changes) or moved_slots)
+        if times_changed:
+            _check_slots_inside(event, moved_slots)
             event.ics_sequence += 1
         if "stage" in changes and event.kanban_state != KanbanState.CANCEL:
             event.kanban_state = KanbanState.NORMAL
         event.save()
+        if moved_slots:
+            Slot.objects.bulk_update(moved_slots, ["start_datetime", "end_datetime"])
+            changes["slots_moved"] = [slot.pk for slot in moved_slots]
         audit.record(actor=actor, verb="event.updated", event=event, data=changes)
-        if DATE_FIELDS & set(changes):
+        if times_changed:
             from events.services import scheduler
 
             scheduler.reschedule(event=event)
     return event
+
+
+def _slot_times(event: Event) -> list[Slot]:
+    """The event's slots whose UTC times change with the event's (new) time zone."""
+    moved = []
+    for slot in event.slots.all():
+        start, end = slot_datetimes(event, slot.date, slot.start_hour, slot.end_hour)
+        if (start, end) != (slot.start_datetime, slot.end_datetime):
+            slot.start_datetime, slot.end_datetime = start, end
+            moved.append(slot)
+    return moved
+
+
+def _check_slots_inside(event: Event, moved: list[Slot]) -> None:
+    """Every slot must still lie inside the event's dates (spec.md §2.4)."""
+    by_pk = {slot.pk: slot for slot in moved}
+    outside = [
+        slot.pk
+        for slot in (by_pk.get(s.pk, s) for s in event.slots.all())
+        if slot.start_datetime < event.date_begin or slot.end_datetime > event.date_end
+    ]
+    if outside:
+        raise ValidationFailed(
+            "Some time slots would lie outside the event's dates; move or delete them first.",
+            code="invalid_value",
+            field="date_begin",
+            slots=outside,
+        )
 
 
 def _set(
@@ -372,3 +408,26 @@ def add_slot(
 
         scheduler.reschedule(event=event)
     return slot
+
+
+def delete_slot(*, slot: Slot, actor: Any) -> None:
+    """Delete a slot without registrations (spec.md §2.4); its reminders follow the rest."""
+    with transaction.atomic():
+        event = locks.lock_event(slot.event_id)
+        if Registration.objects.filter(slot_id=slot.pk).exists():
+            raise ValidationFailed(
+                "A slot with registrations cannot be deleted.",
+                code="invalid_value",
+                field="slot",
+                slot=slot.pk,
+            )
+        data = {
+            "slot": slot.pk,
+            "start": slot.start_datetime.isoformat(),
+            "end": slot.end_datetime.isoformat(),
+        }
+        Slot.objects.filter(pk=slot.pk).delete()
+        audit.record(actor=actor, verb="slot.deleted", event=event, data=data)
+        from events.services import scheduler
+
+        scheduler.reschedule(event=event)
