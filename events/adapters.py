@@ -6,7 +6,9 @@ mail queue. Wired by `.env.example` so the product works alone.
   plain text. Context: registration, event, ticket, slot, event_begin (formatted in the event's
   time zone), tickets_url, ics_url (computed only when a template uses them).
 - `OutboxMailQueue`: one `MailOutbox` row per mail, written in the caller's transaction (the
-  pass batch), with a stable Message-ID; delivery is nudged after commit.
+  pass batch), with a stable Message-ID; delivery is nudged after commit. A mail whose
+  idempotency key is already in the outbox counts as queued (`ON CONFLICT DO NOTHING`): the
+  same (scheduler, registration, date) is never queued twice.
 """
 
 from __future__ import annotations
@@ -114,7 +116,12 @@ def message_id(idempotency_key: str) -> str:
 
 
 class OutboxMailQueue(EventMailQueue):
-    """Writes `MailOutbox` rows in the caller's transaction; a Celery task delivers them."""
+    """Writes `MailOutbox` rows in the caller's transaction; a Celery task delivers them.
+
+    The idempotency key names what a mail is for (scheduler, registration, scheduled date); a
+    key already present means that mail was queued before (a reminder whose event moved away
+    and back to the same date), so the insert skips it instead of failing the whole batch.
+    """
 
     def enqueue(self, *, mail: OutgoingMail) -> None:
         self.enqueue_many(mails=[mail])
@@ -137,6 +144,7 @@ class OutboxMailQueue(EventMailQueue):
                     next_attempt_at=now,
                 )
                 for m in mails
-            ]
+            ],
+            ignore_conflicts=True,
         )
         nudge.outbox_delivery()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import email
+import logging
 import threading
 from datetime import timedelta
 from email.message import Message
+from unittest import mock
 
 import pytest
 from aiosmtpd.controller import Controller
@@ -176,6 +178,67 @@ def test_a_permanent_refusal_fails_the_row_without_retry(now, smtp, settings):
     assert (report.failed, row.state, row.attempts) == (1, "failed", 1)
     assert "SMTPRecipientsRefused" in row.last_error
     assert delivery.deliver_outbox(now=now + timedelta(days=1)).failed == 0
+
+
+@pytest.mark.django_db
+def test_a_row_django_cannot_build_fails_alone_and_the_batch_keeps_its_sent_marks(
+    now, smtp, caplog
+):
+    smtp.start()
+    ada = factories.MailOutboxFactory(recipient="ada@example.org", next_attempt_at=now)
+    bad_to = factories.MailOutboxFactory(
+        recipient="eve@example.org\nBcc: everyone@example.org", next_attempt_at=now
+    )
+    bad_subject = factories.MailOutboxFactory(
+        subject="Hello\nBcc: everyone@example.org", next_attempt_at=now
+    )
+    bob = factories.MailOutboxFactory(recipient="bob@example.org", next_attempt_at=now)
+
+    with caplog.at_level(logging.ERROR, logger="events.delivery"):
+        first = delivery.deliver_outbox(now=now)
+    second = delivery.deliver_outbox(now=now + timedelta(days=1))
+
+    assert (first.sent, first.failed, first.retried) == (2, 2, 0)
+    assert (second.sent, second.failed, second.retried) == (0, 0, 0)
+    assert sorted(smtp.inbox.message_ids()) == sorted([ada.message_id, bob.message_id])
+    rows = {row.pk: row for row in MailOutbox.objects.all()}
+    assert {(rows[r.pk].state, rows[r.pk].attempts) for r in (ada, bob)} == {("sent", 1)}
+    assert (rows[bad_to.pk].state, rows[bad_to.pk].attempts) == ("failed", 1)
+    assert rows[bad_to.pk].last_error.startswith("ValueError: ")
+    assert (rows[bad_subject.pk].state, rows[bad_subject.pk].attempts) == ("failed", 1)
+    assert rows[bad_subject.pk].last_error.startswith("BadHeaderError: ")
+    logged = [r.getMessage() for r in caplog.records if r.name == "events.delivery"]
+    assert [line.split(" (")[0] for line in logged] == [
+        f"outbox row {bad_to.pk}",
+        f"outbox row {bad_subject.pk}",
+    ]
+
+
+@pytest.mark.django_db
+def test_an_unforeseen_error_fails_its_row_only_and_nothing_is_sent_twice(now, smtp, caplog):
+    smtp.start()
+    rows = factories.MailOutboxFactory.create_batch(3, next_attempt_at=now)
+    build = delivery._message
+
+    def breaking(row, connection):
+        if row.pk == rows[1].pk:
+            raise RuntimeError("template engine exploded")
+        return build(row, connection)
+
+    with (
+        mock.patch.object(delivery, "_message", side_effect=breaking),
+        caplog.at_level(logging.ERROR, logger="events.delivery"),
+    ):
+        first = delivery.deliver_outbox(now=now)
+    second = delivery.deliver_outbox(now=now + timedelta(days=1))
+
+    assert (first.sent, first.failed, second.sent, second.failed) == (2, 1, 0, 0)
+    assert sorted(smtp.inbox.message_ids()) == sorted([rows[0].message_id, rows[2].message_id])
+    broken = MailOutbox.objects.get(pk=rows[1].pk)
+    assert (broken.state, broken.last_error) == ("failed", "RuntimeError: template engine exploded")
+    (record,) = [r for r in caplog.records if r.name == "events.delivery"]
+    assert record.levelno == logging.ERROR and record.exc_info is not None
+    assert record.getMessage().startswith(f"outbox row {rows[1].pk} ")
 
 
 def test_backoff_doubles_and_is_capped():

@@ -4,13 +4,14 @@ limits, template deletion, postponement. Time is passed to `run_pass(now=…)`.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from datetime import datetime, timedelta
 from unittest import mock
 
 import pytest
 from django.core.cache import cache
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -24,15 +25,17 @@ from events.models import (
     MailSlot,
     MessageTemplate,
     Registration,
+    Slot,
     TypeMail,
 )
 from events.services import events as event_services
-from events.services import nudge, scheduler, seats
+from events.services import locks, nudge, scheduler, seats
 from events.services import registrations as registration_services
 from events.services import templates as template_services
 from tests import factories
 from tests.test_ports import ALL_WIRED, FlakyMailQueue, RecordingSmsQueue
 
+MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
 
@@ -472,6 +475,130 @@ def test_postponing_an_event_rearms_a_sent_reminder(actor, now):
 
 
 @pytest.mark.django_db
+def test_postponing_a_partly_sent_reminder_reminds_every_attendee_for_the_new_date(
+    actor, now, settings
+):
+    settings.EVENT_MAIL_BATCH = 2
+    settings.EVENT_MAIL_CRON_LIMIT = 2
+    template()
+    begin = now + 10 * DAY
+    event = make_event(begin)
+    regs = factories.RegistrationFactory.create_batch(5, event=event)
+    reminder = add(event, actor, "before_event", 1, "days")
+    assert scheduler.run_pass(now=begin - DAY).messages_queued == 2  # the cron limit stops it
+    reminder = fresh(reminder)
+    assert (reminder.mail_done, reminder.mail_count_done, reminder.last_registration_id) == (
+        False,
+        2,
+        regs[1].pk,
+    )
+
+    event_services.update_event(
+        event=event, date_begin=begin + 7 * DAY, date_end=begin + 7 * DAY + 8 * HOUR, actor=actor
+    )
+
+    reminder = fresh(reminder)
+    assert (
+        reminder.mail_done,
+        reminder.mail_count_done,
+        reminder.last_registration_id,
+        reminder.scheduled_date,
+    ) == (False, 0, 0, begin + 6 * DAY)
+    assert (
+        EventAuditLog.objects.filter(verb="scheduler.rearmed", data__scheduler=reminder.pk).count()
+        == 1
+    )
+    settings.EVENT_MAIL_CRON_LIMIT = 5000
+    assert scheduler.run_pass(now=begin + 6 * DAY).messages_queued == 5
+    stamp = int((begin + 6 * DAY).timestamp())
+    new_date = MailOutbox.objects.filter(
+        scheduler=reminder, idempotency_key__endswith=f"-{stamp}"
+    ).values_list("registration_id", flat=True)
+    assert sorted(new_date) == [r.pk for r in regs]  # the two reminded early ones too
+    assert fresh(reminder).mail_state == "sent"
+
+
+@pytest.mark.django_db
+def test_moving_a_partly_reminded_slot_rearms_that_slot(actor, now, settings):
+    settings.EVENT_MAIL_BATCH = 2
+    settings.EVENT_MAIL_CRON_LIMIT = 2
+    template()
+    begin = now + 10 * DAY
+    event = factories.EventFactory(is_multi_slots=True, date_begin=begin, date_end=begin + 3 * DAY)
+    slot = factories.SlotFactory(event=event, start_datetime=begin, end_datetime=begin + 3 * HOUR)
+    regs = factories.RegistrationFactory.create_batch(3, event=event, slot=slot)
+    mail = add(event, actor, "before_event", 1, "hours")
+    assert scheduler.run_pass(now=begin - HOUR).messages_queued == 2
+    row = MailSlot.objects.get(scheduler=mail)
+    assert (row.mail_done, row.mail_count_done, row.last_registration_id) == (False, 2, regs[1].pk)
+
+    moved = begin + DAY
+    with transaction.atomic():
+        locked = locks.lock_event(event.pk)
+        Slot.objects.filter(pk=slot.pk).update(start_datetime=moved, end_datetime=moved + 3 * HOUR)
+        assert scheduler.reschedule(event=locked) == 1
+
+    row.refresh_from_db()
+    assert (row.mail_done, row.mail_count_done, row.last_registration_id, row.scheduled_date) == (
+        False,
+        0,
+        0,
+        moved - HOUR,
+    )
+    mail = fresh(mail)
+    assert (mail.mail_count_done, mail.scheduled_date) == (0, moved - HOUR)
+    assert EventAuditLog.objects.filter(verb="scheduler.rearmed", data__scheduler=mail.pk).exists()
+    settings.EVENT_MAIL_CRON_LIMIT = 5000
+    assert scheduler.run_pass(now=moved - HOUR).messages_queued == 3
+    mail = fresh(mail)
+    assert (mail.mail_state, mail.mail_count_done) == ("sent", 3)
+
+
+@pytest.mark.django_db
+def test_an_event_moved_away_and_back_queues_each_date_once_and_completes(actor, now):
+    """A → B → A: the date-A keys exist already; the outbox takes them as queued."""
+    template()
+    begin = now + 10 * DAY
+    later = begin + 7 * DAY
+    event = make_event(begin)
+    regs = factories.RegistrationFactory.create_batch(2, event=event)
+    reminder = add(event, actor, "before_event", 1, "days")
+    assert scheduler.run_pass(now=begin - DAY).messages_queued == 2  # sent for date A
+
+    event_services.update_event(
+        event=event, date_begin=later, date_end=later + 8 * HOUR, actor=actor
+    )  # B: re-armed
+    event_services.update_event(
+        event=event, date_begin=begin, date_end=begin + 8 * HOUR, actor=actor
+    )
+    reminder = fresh(reminder)  # back to A before B fired
+    assert (reminder.scheduled_date, reminder.mail_done) == (begin - DAY, False)
+
+    report = scheduler.run_pass(now=begin - DAY + MINUTE)
+
+    assert report.errors == 0
+    reminder = fresh(reminder)
+    assert (reminder.mail_state, reminder.error_message, reminder.mail_count_done) == (
+        "sent",
+        "",
+        2,
+    )
+    assert not EventAuditLog.objects.filter(verb="scheduler.error").exists()
+
+    event_services.update_event(
+        event=event, date_begin=later, date_end=later + 8 * HOUR, actor=actor
+    )
+    assert scheduler.run_pass(now=later - DAY).errors == 0  # B fires this time
+
+    stamps = (int((begin - DAY).timestamp()), int((later - DAY).timestamp()))
+    keys = Counter(
+        MailOutbox.objects.filter(scheduler=reminder).values_list("idempotency_key", flat=True)
+    )
+    assert keys == {f"s{reminder.pk}-r{r.pk}-{t}": 1 for r in regs for t in stamps}
+    assert fresh(reminder).mail_state == "sent"
+
+
+@pytest.mark.django_db
 def test_start_relative_reminder_due_after_the_event_ended_is_skipped(actor, now):
     template()
     begin = now + 10 * DAY
@@ -634,6 +761,55 @@ def test_an_unimportable_port_path_parks_the_scheduler_naming_the_setting(actor,
     settings.EVENT_MAIL_QUEUE = "nowhere.Queue"
     assert scheduler.run_pass(now=now + 9 * DAY).errors == 1
     assert "EVENT_MAIL_QUEUE='nowhere.Queue' cannot be imported" in fresh(reminder).error_message
+
+
+@pytest.mark.django_db
+def test_a_scheduler_failing_pass_after_pass_is_audited_and_logged_once_per_error(
+    actor, now, settings, caplog
+):
+    template()
+    event = make_event(now + 10 * DAY)
+    factories.RegistrationFactory.create_batch(2, event=event)
+    reminder = add(event, actor, "before_event", 1, "days")
+    at = reminder.scheduled_date
+    errors = EventAuditLog.objects.filter(verb="scheduler.error").order_by("pk")
+    settings.EVENT_MAIL_QUEUE = "events.ports.RefusingMailQueue"
+
+    with caplog.at_level(logging.WARNING, logger="events.scheduler"):
+        for minute in range(3):
+            assert scheduler.run_pass(now=at + minute * MINUTE).errors == 1
+
+    assert list(errors.values_list("data__code", flat=True)) == ["port_not_wired"]
+    assert [r.levelname for r in caplog.records if r.name == "events.scheduler"] == [
+        "ERROR",
+        "WARNING",
+        "WARNING",
+    ]
+    reminder = fresh(reminder)
+    assert (reminder.mail_state, reminder.error_datetime) == ("error", at + 2 * MINUTE)
+
+    MessageTemplate.objects.filter(ref="confirm").delete()  # the error changes
+    for minute in (3, 4):
+        assert scheduler.run_pass(now=at + minute * MINUTE).errors == 1
+    assert list(errors.values_list("data__code", flat=True)) == [
+        "port_not_wired",
+        "template_missing",
+    ]
+
+    template()
+    settings.EVENT_MAIL_QUEUE = "events.adapters.OutboxMailQueue"
+    report = scheduler.run_pass(now=at + 5 * MINUTE)
+
+    assert (report.errors, report.messages_queued) == (0, 2)
+    (recovered,) = EventAuditLog.objects.filter(verb="scheduler.recovered")
+    assert recovered.data["error"] == "[template_missing] Template 'confirm' does not exist."
+    reminder = fresh(reminder)
+    assert (reminder.mail_state, reminder.error_datetime, reminder.error_message) == (
+        "sent",
+        None,
+        "",
+    )
+    assert errors.count() == 2
 
 
 # --- 8. template deletion -------------------------------------------------------------------------

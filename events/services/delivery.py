@@ -7,11 +7,15 @@ Invariants:
   commit re-sends it once with the same Message-ID, which the far side can de-duplicate;
 - SMTP / connection failures that can succeed later (connection refused or lost, 4xx replies)
   leave the row queued with `attempts`, `last_error` and an exponential `next_attempt_at`;
-  permanent refusals (5xx, every recipient refused) and rows past MAX_ATTEMPTS are `failed`.
+  permanent refusals (5xx, every recipient refused) and rows past MAX_ATTEMPTS are `failed`;
+- a row whose message cannot be built or sent for any other reason (a newline in a header, an
+  address Django refuses) is `failed` on its own: the batch goes on and the rows already handed
+  to SMTP keep their `sent` marks, so they are never sent again.
 """
 
 from __future__ import annotations
 
+import email.errors
 import logging
 import smtplib
 from dataclasses import asdict, dataclass
@@ -79,6 +83,9 @@ def _permanent(exc: Exception) -> bool:
 
 # What a later attempt can cure: the server down or gone, a timeout, a 4xx reply.
 RETRYABLE = (smtplib.SMTPException, OSError)
+# What no attempt can cure: Django refuses to build the message (a newline in a header is a
+# BadHeaderError, an unparsable address or domain a ValueError / UnicodeError).
+UNSENDABLE = (ValueError, TypeError, email.errors.MessageError)
 
 
 def _retry(row: MailOutbox, exc: Exception, now: datetime, report: DeliveryReport) -> None:
@@ -98,6 +105,23 @@ def _retry(row: MailOutbox, exc: Exception, now: datetime, report: DeliveryRepor
             row.next_attempt_at.isoformat(),
             row.last_error,
         )
+
+
+def _fail(
+    row: MailOutbox, exc: Exception, report: DeliveryReport, *, unexpected: bool = False
+) -> None:
+    row.state = OutboxState.FAILED
+    row.attempts += 1
+    row.last_error = f"{type(exc).__name__}: {exc}"[:2000]
+    report.failed += 1
+    logger.error(
+        "outbox row %s (mail %s to %r) cannot be sent, marked failed: %s",
+        row.pk,
+        row.message_id,
+        row.recipient,
+        row.last_error,
+        exc_info=unexpected,
+    )
 
 
 def deliver_outbox(*, now: datetime | None = None) -> DeliveryReport:
@@ -148,6 +172,15 @@ def _send_batch(rows: list[MailOutbox], now: datetime, report: DeliveryReport) -
                 sent = connection.send_messages([_message(row, connection)])
             except RETRYABLE as exc:
                 _retry(row, exc, now, report)
+                continue
+            except UNSENDABLE as exc:
+                _fail(row, exc, report)
+                continue
+            except Exception as exc:  # noqa: BLE001
+                # Unforeseen, so not known to be curable: this row fails loudly (traceback)
+                # instead of aborting the batch, whose earlier rows are already handed over and
+                # must keep their `sent` marks.
+                _fail(row, exc, report, unexpected=True)
                 continue
             if sent != 1:
                 _retry(row, OSError("the backend accepted no message"), now, report)

@@ -6,8 +6,8 @@ Invariants:
   rows sent / advances the cursor, so two passes never take the same scheduler and a crash
   loses nothing and sends nothing twice at this layer. A claim is never held across batches.
 - Errors are per scheduler: the failing batch is rolled back, the scheduler is parked in error
-  (error_datetime / error_message, audit row, ERROR log) and the pass goes on; a later
-  successful batch clears the error.
+  (error_datetime / error_message; audit row and ERROR log when the error is new or changed)
+  and the pass goes on; a later successful batch clears the error.
 - This module owns every scheduled date; `reschedule` re-arms sent start/end reminders whose
   new date lies in the future. Nudges of the pass go out after commit (`nudge`).
 """
@@ -174,10 +174,11 @@ def delete_scheduler(*, scheduler: Mail, actor: Any) -> None:
 def reschedule(*, event: Event, now: datetime | None = None) -> int:
     """Recompute the event's scheduled dates after a change of its (or its slots') times.
 
-    A start/end-relative scheduler that was already sent, or skipped as stale, is re-armed
-    (cursor and count reset, so attendees get it again) when its date changed and the new date
-    lies in the future; on multi-slot events the same holds per slot. Runs inside the caller's
-    transaction (which holds the Event lock). Returns the number of schedulers re-armed.
+    A start/end-relative scheduler that was sent, even partly (done, or its cursor already
+    moved), or skipped as stale, is re-armed (cursor and count reset, so every attendee gets it
+    for the new date) when its date changed and the new date lies in the future; on multi-slot
+    events the same holds per slot. Runs inside the caller's transaction (which holds the Event
+    lock). Returns the number of schedulers re-armed.
     """
     now = now or timezone.now()
     mails = list(
@@ -209,7 +210,7 @@ def reschedule(*, event: Event, now: datetime | None = None) -> int:
                 row_fields: dict[str, Any] = {}
                 if slot_date != row.scheduled_date:
                     row_fields["scheduled_date"] = slot_date
-                    if row.mail_done and slot_date > now:
+                    if _has_sent(row) and slot_date > now:
                         row_fields.update(
                             mail_done=False, mail_count_done=0, last_registration_id=0
                         )
@@ -227,7 +228,7 @@ def reschedule(*, event: Event, now: datetime | None = None) -> int:
             if rearm:
                 fields["mail_count_done"] = kept
         elif (
-            (mail.mail_done or mail.skipped_reason)
+            (_has_sent(mail) or mail.skipped_reason)
             and new_date != mail.scheduled_date
             and new_date > now
         ):
@@ -257,6 +258,11 @@ def reschedule(*, event: Event, now: datetime | None = None) -> int:
     if arm_soon:
         nudge.scheduler_pass()
     return rearmed
+
+
+def _has_sent(row: Mail | MailSlot) -> bool:
+    """Done, or part of the walk already went out (attendees reminded for the current date)."""
+    return row.mail_done or row.mail_count_done > 0 or row.last_registration_id > 0
 
 
 # --- template cascade (spec.md §6.3) ----------------------------------------------------------
@@ -443,27 +449,42 @@ def _run_scheduler(ctx: _Pass, mail_id: int) -> None:
 
 
 def _park(ctx: _Pass, mail_id: int, exc: Exception) -> None:
+    """Put the scheduler in error. The audit row and the ERROR log are written when it enters
+    error or its error changes; a pass that meets the same error again only moves
+    `error_datetime` and logs a WARNING, so a scheduler broken for days is not an audit row and
+    an ERROR a minute."""
     code = exc.code if isinstance(exc, DomainError) else type(exc).__name__
     message = exc.message if isinstance(exc, DomainError) else str(exc)
+    error_message = f"[{code}] {message}"[:2000]
     ctx.report.errors += 1
     with transaction.atomic():
         mail = (
             Mail.objects.select_for_update(no_key=True, of=("self",))
             .filter(pk=mail_id)
-            .only("pk", "event_id", "template_ref")
+            .only("pk", "event_id", "template_ref", "error_datetime", "error_message")
             .first()
         )
         if mail is None:
             return
-        Mail.objects.filter(pk=mail_id).update(
-            error_datetime=ctx.now, error_message=f"[{code}] {message}"[:2000]
+        repeated = mail.error_datetime is not None and mail.error_message == error_message
+        Mail.objects.filter(pk=mail_id).update(error_datetime=ctx.now, error_message=error_message)
+        if not repeated:
+            audit.record(
+                actor=audit.SYSTEM,
+                verb="scheduler.error",
+                event=mail.event_id,
+                data={"scheduler": mail_id, "code": code, "message": message[:500]},
+            )
+    if repeated:
+        logger.warning(
+            "scheduler %s (event %s, template %s) still in error: [%s] %s",
+            mail_id,
+            mail.event_id,
+            mail.template_ref,
+            code,
+            message,
         )
-        audit.record(
-            actor=audit.SYSTEM,
-            verb="scheduler.error",
-            event=mail.event_id,
-            data={"scheduler": mail_id, "code": code, "message": message[:500]},
-        )
+        return
     logger.error(
         "scheduler %s (event %s, template %s) parked in error: [%s] %s",
         mail_id,
