@@ -143,11 +143,20 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Capability tokens in /ics/<token> and /my-tickets/<token> paths are masked wherever a
+    # request path may be logged (spec.md §7.1).
+    "filters": {"mask_tokens": {"()": "events.access_log.TokenMaskingFilter"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["mask_tokens"],
+        }
+    },
     "root": {"handlers": ["console"], "level": "INFO"},
     "loggers": {
         # gunicorn/django access lines would carry capability tokens in paths: keep them out.
-        "django.request": {"level": "ERROR"},
-        "django.server": {"level": "ERROR"},
+        "django.request": {"level": "ERROR", "filters": ["mask_tokens"]},
+        "django.server": {"level": "ERROR", "filters": ["mask_tokens"]},
     },
 }

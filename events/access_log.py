@@ -1,13 +1,18 @@
-"""gunicorn's access log without capability tokens (spec.md §7.1: a token is never logged).
+"""Logs without capability tokens (spec.md §7.1: a token is never logged).
 
 Procfile runs gunicorn with `--logger-class events.access_log.TokenMaskingLogger`: every atom
 of the access line (path, request line, referer, headers, environ) has the token of
-/my-tickets/<token>/ and /ics/<token>.ics replaced by a fixed mask.
+/my-tickets/<token>/ and /ics/<token>.ics replaced by a fixed mask. settings.LOGGING puts
+`TokenMaskingFilter` on Django's request loggers (an unexpected 500 logs
+"Internal Server Error: <path>") and on the console handler: message, arguments and
+traceback text are masked the same way.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Mapping
 
 from gunicorn.glogging import Logger
 
@@ -25,3 +30,34 @@ class TokenMaskingLogger(Logger):
     def atoms(self, resp, req, environ, request_time):
         atoms = super().atoms(resp, req, environ, request_time)
         return {k: mask(v) if isinstance(v, str) else v for k, v in atoms.items()}
+
+
+def _masked(value: object) -> object:
+    return mask(value) if isinstance(value, str) else value
+
+
+class TokenMaskingFilter(logging.Filter):
+    """Masks tokens in a record in place, so every handler after it sees the masked text: the
+    message is formatted (arguments of any type included) and, when it holds a token, replaced
+    by its masked text. Records without a token are left as they are."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):
+            # A malformed format: the handler reports it; mask what it will print.
+            record.msg = _masked(record.msg)
+            if isinstance(record.args, Mapping):
+                record.args = {key: _masked(value) for key, value in record.args.items()}
+            elif isinstance(record.args, tuple):
+                record.args = tuple(_masked(value) for value in record.args)
+        else:
+            masked = mask(message)
+            if masked != message:
+                record.msg, record.args = masked, ()
+        if record.exc_info and not record.exc_text:
+            # The formatter reuses exc_text: format the traceback once, masked.
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        record.exc_text = _masked(record.exc_text)
+        record.stack_info = _masked(record.stack_info)
+        return True

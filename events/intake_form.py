@@ -29,6 +29,7 @@ SLOT_ERRORS = {"slot_required", "invalid_slot"}
 
 
 def _quantity(raw: Any, limit: int) -> int:
+    """The number of attendee blocks to show (1..limit)."""
     try:
         value = int(raw)
     except (TypeError, ValueError):
@@ -36,9 +37,22 @@ def _quantity(raw: Any, limit: int) -> int:
     return min(max(value, 1), limit)
 
 
+def _posted_quantity(raw: Any) -> int:
+    """The number of attendees to send: the posted one, so the intake service's quantity rule
+    decides (`invalid_quantity`) instead of this form silently changing it. Bounded just
+    outside the service's range (0 and MAX_PER_ORDER + 1 are refused all the same), so a
+    posted 10**9 never builds 10**9 attendees. Missing or not a number: 1 (the form's
+    default)."""
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        return 1
+    return min(max(value, 0), intake.MAX_PER_ORDER + 1)
+
+
 def payload_from_post(post: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     """(intake payload, Idempotency-Key) from the posted form."""
-    quantity = _quantity(post.get("quantity"), intake.MAX_PER_ORDER)
+    quantity = _posted_quantity(post.get("quantity"))
     attendees = []
     for index in range(quantity):
         prefix = f"a{index}-"

@@ -1,20 +1,21 @@
 """Per-client fixed-window rate limits in the shared Redis cache (spec.md §7.5).
 
 One counter per (scope, window start, client): INCR and EXPIRE run in one server-side script
-(atomic, one round trip), so concurrent requests never lose a count and every counter expires
-with its window. Limits come
-from settings.EVENT_RATE_LIMITS = {scope: (requests, window_seconds)}, set explicitly there.
+(atomic, one round trip: EVALSHA of a script object made once for the process), so concurrent
+requests never lose a count and every counter expires with its window. Limits come from
+settings.EVENT_RATE_LIMITS = {scope: (requests, window_seconds)}, set explicitly there.
+A Redis failure raises `LimiterUnavailable` (the caller decides; the token routes answer 503).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from functools import lru_cache
-from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+from redis.commands.core import Script
+from redis.exceptions import RedisError
 
 from events.errors import RateLimited
 
@@ -29,18 +30,26 @@ return count
 """
 
 
+# One script object for the process: it holds the SHA1 (computed from the bytes, no client
+# needed) and, called with a client, runs EVALSHA, loading the script once when that server
+# does not know it yet. (Django's cache hands out a new Redis object on every get_client call,
+# so nothing may be cached per client object.)
+INCR_SCRIPT = Script(None, INCR_WITH_TTL.encode())
+
+
+class LimiterUnavailable(Exception):
+    """The shared cache holding the counters did not answer (never carries the client key)."""
+
+
 def _incr(key: str, ttl: int) -> int:
     full_key = cache.make_and_validate_key(key)
     # Django's RedisCache.incr is exists-then-incr (two round trips, not atomic with the TTL);
     # the cache backend's own Redis client runs one atomic script instead.
     client = cache._cache.get_client(full_key, write=True)
-    return int(_script(client)(keys=[full_key], args=[ttl], client=client))
-
-
-@lru_cache(maxsize=1)
-def _script(client: Any) -> Any:
-    """The script object (it remembers its SHA1 and falls back to EVAL when Redis forgot it)."""
-    return client.register_script(INCR_WITH_TTL)
+    try:
+        return int(INCR_SCRIPT(keys=[full_key], args=[ttl], client=client))
+    except RedisError as error:
+        raise LimiterUnavailable(type(error).__name__) from error
 
 
 def hit(*, scope: str, client: str, now: float | None = None) -> int:

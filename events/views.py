@@ -3,7 +3,8 @@
 The token routes (/my-tickets/, /ics/) share one wrapper that applies the gates of spec.md
 §7.2 in order (secret → rate limit → capability), answers every refusal with one uniform body,
 sets `Cache-Control: private, no-store` and `Referrer-Policy: no-referrer`, and keeps the path
-(which holds the token) out of Django's request log.
+(which holds the token) out of Django's request log. An unreachable rate limiter answers 503;
+any other failure is a 500 whose log line has the token masked (access_log.TokenMaskingFilter).
 """
 
 from __future__ import annotations
@@ -149,6 +150,13 @@ def _token_route(not_found: Callable[[], HttpResponse]):
                     UNAVAILABLE,
                     status=HTTP_STATUS[SecretMissing.code],
                     content_type="text/plain; charset=utf-8",
+                )
+            except ratelimit.LimiterUnavailable as error:
+                # Fail closed, like a missing secret: no counter, no page (and no 500, whose
+                # log line would carry the path).
+                logger.error("%s: rate limiter unavailable (%s): answering 503", route, error)
+                response = HttpResponse(
+                    UNAVAILABLE, status=503, content_type="text/plain; charset=utf-8"
                 )
             except RateLimited as error:
                 response = HttpResponse(

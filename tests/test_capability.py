@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from io import StringIO
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -15,12 +16,13 @@ from django.conf import settings
 from django.core import signing
 from django.core.cache import cache
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.test import override_settings
 from django.urls import reverse
 
 from events.errors import CapabilityRefused, SecretMissing
 from events.models import EventAuditLog, Registration
-from events.services import capability, links
+from events.services import capability, links, registrations
 from tests import factories
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -171,6 +173,94 @@ def test_bumping_token_version_revokes_every_link_of_the_registration(client, ac
     fresh = Registration.objects.get(pk=reg.pk)
     assert client.get(tickets(capability.mint(purpose="tickets", subject=fresh))).status_code == 200
     assert client.get(tickets(capability.mint(purpose="order", subject="SO9"))).status_code == 200
+
+
+@pytest.mark.django_db
+def test_revoking_any_registration_of_an_order_revokes_every_earlier_order_link(client, actor):
+    # Given an order of A (v1) and B (v1): A's links revoked, then an order link minted.
+    a = factories.RegistrationFactory(sale_order_ref="SO11")
+    b = factories.RegistrationFactory(event=a.event, sale_order_ref="SO11")
+    capability.revoke_links(registration=a, actor=actor)
+    order_link = tickets(capability.mint(purpose="order", subject="SO11"))
+    assert b.barcode in client.get(order_link).content.decode()
+
+    # When B's links are revoked,
+    capability.revoke_links(registration=b, actor=actor)
+
+    # then the order link minted before no longer opens (it would keep showing B).
+    response = client.get(order_link)
+    assert response.status_code == 404
+    assert b.barcode not in response.content.decode()
+    assert capability.verify(
+        purpose="order", token=capability.mint(purpose="order", subject="SO11")
+    )
+    with pytest.raises(CapabilityRefused) as refused:
+        capability.verify(purpose="order", token=order_link.split("/")[-2])
+    assert refused.value.details["reason"] == "stale_version"
+    versions = dict(
+        Registration.objects.filter(sale_order_ref="SO11").values_list("pk", "token_version")
+    )
+    assert versions == {a.pk: 2, b.pk: 3}
+
+
+@pytest.mark.django_db
+def test_archiving_a_revoked_registration_never_reopens_an_older_order_link(client, actor):
+    a = factories.RegistrationFactory(sale_order_ref="SO12")
+    factories.RegistrationFactory(event=a.event, sale_order_ref="SO12")
+    order_link = tickets(capability.mint(purpose="order", subject="SO12"))
+    capability.revoke_links(registration=a, actor=actor)
+    assert client.get(order_link).status_code == 404
+
+    registrations.cancel(registration=a, actor=actor)
+    registrations.archive(registration=a, actor=actor)
+
+    assert client.get(order_link).status_code == 404
+
+
+@pytest.mark.django_db
+def test_an_order_link_spans_events_and_revoking_in_either_event_revokes_it(client, actor):
+    a = factories.RegistrationFactory(sale_order_ref="SO13")
+    b = factories.RegistrationFactory(sale_order_ref="SO13")
+    assert a.event_id != b.event_id
+    capability.revoke_links(registration=b, actor=actor)
+    order_link = tickets(capability.mint(purpose="order", subject="SO13"))
+    assert client.get(order_link).status_code == 200
+    capability.revoke_links(registration=a, actor=actor)
+    assert client.get(order_link).status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_revocations_in_one_order_never_share_a_version(actor):
+    """Two registrations of one order in two events, revoked at once (real threads): the
+    second revocation waits for the first and goes above it, so an order link minted between
+    the two never survives the second."""
+    rounds = 5
+    orders = []
+    for index in range(rounds):
+        ref = f"SO-RACE-{index}"
+        orders.append([factories.RegistrationFactory(sale_order_ref=ref) for _ in range(2)])
+    barrier = threading.Barrier(2)
+
+    def worker(slot: int) -> None:
+        try:
+            for pair in orders:
+                barrier.wait()
+                capability.revoke_links(registration=pair[slot], actor=actor)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for pair in orders:
+        versions = sorted(
+            Registration.objects.filter(pk__in=[r.pk for r in pair]).values_list(
+                "token_version", flat=True
+            )
+        )
+        assert versions == [2, 3]
 
 
 @pytest.mark.django_db

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
+import redis
 from django.core.cache import cache
 from django.test import RequestFactory
 from django.urls import reverse
+from redis.commands.core import Script
 
 from events import ratelimit
 from events.client import client_address
@@ -162,3 +164,43 @@ def test_hit_counts_atomically_and_expires_with_its_window(settings):
     key = cache.make_and_validate_key(f"rl:intake:{int(WINDOW_START)}:c")
     ttl = cache._cache.get_client(key).ttl(key)
     assert 0 < ttl <= 61
+
+
+def test_every_hit_reuses_one_script_in_one_round_trip(settings, monkeypatch):
+    """Django's cache hands out a new Redis client per call: the script object is made once
+    for the process (not per client), and each hit is one EVALSHA."""
+    settings.EVENT_RATE_LIMITS = {"intake": (10, 60), "token": (10, 60)}
+    now = WINDOW_START + 1
+    assert ratelimit.hit(scope="intake", client="s", now=now) == 1  # loads it if Redis had not
+    made, commands = [], []
+    real_init, real_execute = Script.__init__, redis.Redis.execute_command
+
+    def counting_init(self, *args, **kwargs):
+        made.append(self)
+        real_init(self, *args, **kwargs)
+
+    def recording_execute(self, *args, **kwargs):
+        commands.append(args[0])
+        return real_execute(self, *args, **kwargs)
+
+    monkeypatch.setattr(Script, "__init__", counting_init)
+    monkeypatch.setattr(redis.Redis, "execute_command", recording_execute)
+
+    counts = [ratelimit.hit(scope="intake", client="s", now=now) for _ in range(3)]
+
+    assert counts == [2, 3, 4]
+    assert made == []
+    assert commands == ["EVALSHA"] * 3
+
+
+def test_an_unreachable_cache_raises_limiter_unavailable(settings, free_port):
+    settings.EVENT_RATE_LIMITS = {"intake": (10, 60), "token": (10, 60)}
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{free_port}/0",
+        }
+    }
+    with pytest.raises(ratelimit.LimiterUnavailable) as failed:
+        ratelimit.hit(scope="token", client="c")
+    assert str(failed.value) == "ConnectionError"

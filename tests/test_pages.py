@@ -228,6 +228,26 @@ def test_a_refusal_is_shown_next_to_its_field(client, data, field, code_text):
     assert Registration.objects.count() == 0
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize("quantity", [31, 1000, 0, -2])
+def test_a_posted_quantity_outside_1_to_30_is_refused_by_the_service(client, quantity):
+    """The form passes the posted number on: the intake service answers invalid_quantity
+    (a quantity above 30 is not cut down to 30 registrations)."""
+    event = factories.EventFactory()
+    names = {f"a{index}-name": f"Guest {index}" for index in range(40)}
+    data = {"quantity": str(quantity), "idempotency_key": "q", **names}
+
+    response = client.post(page(event), data)
+
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert re.search(
+        r'<p class="error" id="f-quantity-error">Register between 1 and 30 attendees', html
+    )
+    assert 'href="#quantity-select"' in html
+    assert Registration.objects.count() == 0
+
+
 # --- /my-tickets/ -----------------------------------------------------------------------------
 
 

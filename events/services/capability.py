@@ -4,8 +4,9 @@ Invariants:
 - signed with EVENT_CAPABILITY_SECRET (never SECRET_KEY), one salt per purpose, so a token of
   one purpose never opens another; signatures are compared in constant time by Django's Signer;
 - a `tickets`/`ics` token carries the registration's `token_version`; an `order` token carries
-  the highest `token_version` among the order's registrations: `revoke_links` (a bump) revokes
-  every link of that registration, its order's link included;
+  the highest `token_version` among all the order's registrations (archived ones too, so
+  archiving never lowers it); `revoke_links` raises the registration's version above that
+  highest one, so every link of that registration, its order's links included, stops opening;
 - fail-closed: with the secret missing or shorter than 32 characters, mint and verify raise
   `SecretMissing`; every bad token raises the one `CapabilityRefused` (its `reason` is for the
   log, never for the client, and never carries the token).
@@ -21,7 +22,7 @@ from typing import Any
 from django.conf import settings
 from django.core import signing
 from django.db import transaction
-from django.db.models import F, Max
+from django.db.models import Count, F, Max, Q
 
 from events.errors import CapabilityRefused, SecretMissing
 from events.models import Registration
@@ -47,12 +48,14 @@ def _signer(purpose: str) -> signing.Signer:
 
 
 def _order_version(order_ref: str) -> int | None:
-    """The highest token_version of the order's active registrations (None: no such order)."""
+    """The highest token_version of all the order's registrations, archived ones included
+    (None: no such order, i.e. no active registration)."""
     if not order_ref:
         return None
-    return Registration.objects.filter(sale_order_ref=order_ref, active=True).aggregate(
-        v=Max("token_version")
-    )["v"]
+    row = Registration.objects.filter(sale_order_ref=order_ref).aggregate(
+        v=Max("token_version"), live=Count("pk", filter=Q(active=True))
+    )
+    return row["v"] if row["live"] else None
 
 
 def mint(*, purpose: str, subject: Registration | int | str) -> str:
@@ -177,12 +180,32 @@ def read_any(*, purposes: tuple[str, ...], token: str) -> Claim:
 
 
 def revoke_links(*, registration: Registration, actor: Any) -> Registration:
-    """Bump the registration's token_version: every link minted before stops opening."""
+    """Bump the registration's token_version: every link minted before stops opening.
+
+    In a sale order the new version is the order's highest + 1 (not the registration's own
+    + 1): an order link carries that highest version, and a mere +1 can land on a value an
+    order link minted after an earlier revocation already carries.
+    """
     with transaction.atomic():
-        locks.lock_event(registration.event_id)
-        reg = locks.lock_registration(registration.pk)
-        before = reg.token_version
-        Registration.objects.filter(pk=reg.pk).update(token_version=F("token_version") + 1)
+        order_ref = registration.sale_order_ref  # set at creation, never changed
+        if not order_ref:
+            locks.lock_event(registration.event_id)
+            reg = locks.lock_registration(registration.pk)
+            before = reg.token_version
+            Registration.objects.filter(pk=reg.pk).update(token_version=F("token_version") + 1)
+        else:
+            # The order's events, then its registrations, each ascending (the fixed lock
+            # order): two revocations in one order never both read the same highest version.
+            order = Registration.objects.filter(sale_order_ref=order_ref)
+            locks.lock_events(order.values_list("event_id", flat=True))
+            highest = max(
+                order.select_for_update(of=("self",))
+                .order_by("pk")
+                .values_list("token_version", flat=True)
+            )
+            reg = locks.lock_registration(registration.pk)
+            before = reg.token_version
+            Registration.objects.filter(pk=reg.pk).update(token_version=highest + 1)
         reg.refresh_from_db(fields=["token_version"])
         audit.record(
             actor=actor,

@@ -211,3 +211,113 @@ def test_the_token_never_appears_in_any_log(client, actor, caplog, every_logger_
         secret_part = token.rsplit(":", 1)[-1]
         assert not any(token in m or secret_part in m for m in messages), token
         assert token not in caplog.text
+
+
+def _token_paths(reg) -> dict[str, str]:
+    return {
+        "ics": ics_path(capability.mint(purpose="ics", subject=reg)),
+        "my-tickets": reverse(
+            "my-tickets", kwargs={"token": capability.mint(purpose="tickets", subject=reg)}
+        ),
+    }
+
+
+def _assert_no_token(caplog, paths: dict[str, str]) -> None:
+    messages = [record.getMessage() for record in caplog.records]
+    for path in paths.values():
+        token = path.rstrip("/").rsplit("/", 1)[-1].removesuffix(".ics")
+        signature = token.rsplit(":", 1)[-1]
+        assert not any(token in m or signature in m for m in messages), path
+        assert signature not in caplog.text, path
+
+
+@pytest.mark.django_db
+def test_an_unreachable_rate_limiter_answers_503_and_logs_no_token(
+    client, caplog, every_logger_at_debug, free_port
+):
+    """The rate limiter's Redis is down: the token routes fail closed with 503 (like a missing
+    secret), logged on events.attendee without the path; Django's request log stays silent."""
+    caplog.set_level(logging.DEBUG)
+    paths = _token_paths(factories.RegistrationFactory())
+    closed = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{free_port}/0",
+        }
+    }
+    with override_settings(CACHES=closed):
+        responses = {route: client.get(path) for route, path in paths.items()}
+
+    for response in responses.values():
+        assert response.status_code == 503
+        assert response.content == b"This page is temporarily unavailable.\n"
+        assert response["Cache-Control"] == "private, no-store"
+        assert response["Referrer-Policy"] == "no-referrer"
+    logged = [r.getMessage() for r in caplog.records if r.name == ATTENDEE_LOGGER]
+    assert logged == [
+        "ics: rate limiter unavailable (ConnectionError): answering 503",
+        "my_tickets: rate limiter unavailable (ConnectionError): answering 503",
+    ]
+    assert not [r for r in caplog.records if r.name.startswith("django.request")]
+    _assert_no_token(caplog, paths)
+
+
+@pytest.mark.django_db
+def test_an_unexpected_500_on_a_token_route_logs_the_path_masked(
+    caplog, every_logger_at_debug, monkeypatch
+):
+    """Any other failure (here: the database) is Django's 500; its "Internal Server Error:
+    <path>" line and traceback reach every handler with the token masked."""
+    from django.db import OperationalError
+    from django.test import Client
+
+    from events import selectors
+
+    def database_down(**kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(selectors, "calendar_registration", database_down)
+    monkeypatch.setattr(selectors, "ticket_registration", database_down)
+    caplog.set_level(logging.DEBUG)
+    paths = _token_paths(factories.RegistrationFactory())
+    client = Client(raise_request_exception=False)
+
+    assert [client.get(path).status_code for path in paths.values()] == [500, 500]
+
+    errors = [r for r in caplog.records if r.name == "django.request"]
+    assert [r.getMessage() for r in errors] == [
+        "Internal Server Error: /ics/***",
+        "Internal Server Error: /my-tickets/***/",
+    ]
+    assert all(r.exc_text and "OperationalError" in r.exc_text for r in errors)
+    _assert_no_token(caplog, paths)
+
+
+@pytest.mark.parametrize("name", ["django.request", "django.server"])
+def test_django_request_loggers_mask_tokens_in_message_and_arguments(name):
+    logger = logging.getLogger(name)
+    record = logger.makeRecord(
+        name,
+        logging.ERROR,
+        __file__,
+        1,
+        '"%s" %s %s',
+        ("GET /my-tickets/eyJzIjo1fQ:s1gnature/?x=1 HTTP/1.1", 500, 12),
+        None,
+    )
+    assert logger.filter(record)
+    assert record.getMessage() == '"GET /my-tickets/***/?x=1 HTTP/1.1" 500 12'
+
+
+def test_the_console_handler_masks_tokens_of_any_logger():
+    from events.access_log import TokenMaskingFilter
+
+    masking = [
+        handler
+        for handler in logging.root.handlers
+        if any(isinstance(f, TokenMaskingFilter) for f in handler.filters)
+    ]
+    assert len(masking) == 1
+    record = logging.makeLogRecord({"msg": "fetched /ics/%s", "args": ("eyJ9:s1gnature.ics",)})
+    assert masking[0].filter(record)
+    assert record.getMessage() == "fetched /ics/***"
