@@ -71,6 +71,16 @@ ALL_WIRED = {
     "EVENT_SMS_QUEUE": "tests.test_ports.RecordingSmsQueue",
     "EVENT_LEAD_SINK": "tests.test_ports.RecordingLeadSink",
 }
+
+
+def wire_ports(settings, *, batch: int = 500, cron_limit: int = 5000) -> None:
+    """Wire every port to a working adapter (built-in or test double) and set the limits."""
+    for name, path in ALL_WIRED.items():
+        setattr(settings, name, path)
+    settings.EVENT_MAIL_BATCH = batch
+    settings.EVENT_MAIL_CRON_LIMIT = cron_limit
+
+
 REFUSING = {
     "EVENT_TEMPLATE_RENDERER": "events.ports.RefusingTemplateRenderer",
     "EVENT_MAIL_QUEUE": "events.ports.RefusingMailQueue",

@@ -10,35 +10,15 @@ from events.models import (
     ContactSource,
     EventAuditLog,
     KanbanState,
-    MailRegistration,
     Registration,
     RegistrationAnswer,
     RegistrationState,
-    SeatLedger,
 )
 from events.services import registrations, seats
 from tests import factories
+from tests.helpers import snapshot
 
 S = RegistrationState
-
-
-def snapshot(event) -> dict:
-    return {
-        "registrations": list(
-            Registration.objects.filter(event=event)
-            .order_by("pk")
-            .values_list("pk", "state", "active", "name", "email", "phone", "updated_at")
-        ),
-        "answers": RegistrationAnswer.objects.count(),
-        "audit": EventAuditLog.objects.count(),
-        "ledger": sorted(
-            SeatLedger.objects.filter(event=event).values_list(
-                "slot_id", "ticket_id", "reserved", "used"
-            ),
-            key=str,
-        ),
-        "mail_rows": MailRegistration.objects.count(),
-    }
 
 
 def seat_numbers(event) -> tuple:

@@ -33,7 +33,7 @@ from events.services import locks, nudge, scheduler, seats
 from events.services import registrations as registration_services
 from events.services import templates as template_services
 from tests import factories
-from tests.test_ports import ALL_WIRED, FlakyMailQueue, RecordingSmsQueue
+from tests.test_ports import FlakyMailQueue, RecordingSmsQueue, wire_ports
 
 MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
@@ -42,10 +42,7 @@ DAY = timedelta(days=1)
 
 @pytest.fixture(autouse=True)
 def wired(settings):
-    for name, path in ALL_WIRED.items():
-        setattr(settings, name, path)
-    settings.EVENT_MAIL_BATCH = 500
-    settings.EVENT_MAIL_CRON_LIMIT = 5000
+    wire_ports(settings)
     RecordingSmsQueue.sent.clear()
     FlakyMailQueue.fail_at_batch.clear()
     FlakyMailQueue.calls.clear()

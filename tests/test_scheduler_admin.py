@@ -12,15 +12,12 @@ from django.utils import timezone
 from events.models import EventAuditLog, Mail, MailOutbox, MessageTemplate
 from events.services import scheduler
 from tests import factories
-from tests.test_ports import ALL_WIRED
+from tests.test_ports import wire_ports
 
 
 @pytest.fixture(autouse=True)
 def wired(settings):
-    for name, path in ALL_WIRED.items():
-        setattr(settings, name, path)
-    settings.EVENT_MAIL_BATCH = 500
-    settings.EVENT_MAIL_CRON_LIMIT = 5000
+    wire_ports(settings)
 
 
 def _event_with_welcome(actor):

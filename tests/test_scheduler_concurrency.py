@@ -13,17 +13,14 @@ from django.utils import timezone
 from events.models import Mail, MailOutbox
 from events.services import scheduler
 from tests import factories
-from tests.test_ports import ALL_WIRED
+from tests.test_ports import wire_ports
 
 DAY = timedelta(days=1)
 
 
 @pytest.fixture(autouse=True)
 def wired(settings):
-    for name, path in ALL_WIRED.items():
-        setattr(settings, name, path)
-    settings.EVENT_MAIL_BATCH = 7
-    settings.EVENT_MAIL_CRON_LIMIT = 5000
+    wire_ports(settings, batch=7)
 
 
 def _run_in_threads(n: int, target) -> list:

@@ -14,34 +14,14 @@ from django.test.utils import CaptureQueriesContext
 from events.errors import DomainError
 from events.models import (
     Event,
-    EventAuditLog,
     Registration,
-    RegistrationAnswer,
     RegistrationState,
-    SeatLedger,
 )
 from events.services import registrations, seats
 from tests import factories
+from tests.helpers import snapshot
 
 S = RegistrationState
-
-
-def snapshot(event) -> dict:
-    return {
-        "registrations": list(
-            Registration.objects.filter(event=event)
-            .order_by("pk")
-            .values_list("pk", "state", "active", "updated_at")
-        ),
-        "answers": RegistrationAnswer.objects.count(),
-        "audit": EventAuditLog.objects.count(),
-        "ledger": sorted(
-            SeatLedger.objects.filter(event=event).values_list(
-                "slot_id", "ticket_id", "reserved", "used"
-            ),
-            key=str,
-        ),
-    }
 
 
 def fresh(event) -> Event:

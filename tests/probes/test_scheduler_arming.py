@@ -23,17 +23,14 @@ from events.services import events as event_services
 from events.services import nudge, scheduler
 from events.services import registrations as registration_services
 from tests import factories
-from tests.test_ports import ALL_WIRED
+from tests.test_ports import wire_ports
 
 DAY = timedelta(days=1)
 
 
 @pytest.fixture(autouse=True)
 def wired(settings):
-    for name, path in ALL_WIRED.items():
-        setattr(settings, name, path)
-    settings.EVENT_MAIL_BATCH = 500
-    settings.EVENT_MAIL_CRON_LIMIT = 5000
+    wire_ports(settings)
     cache.delete_many([nudge.PASS_KEY, nudge.DELIVERY_KEY])
     yield
     cache.delete_many([nudge.PASS_KEY, nudge.DELIVERY_KEY])

@@ -9,9 +9,10 @@ from __future__ import annotations
 import pytest
 
 from events.errors import DomainError
-from events.models import EventAuditLog, Registration, SeatLedger
+from events.models import EventAuditLog, SeatLedger
 from events.services import registrations, seats
 from tests import factories
+from tests.helpers import snapshot
 
 STATES = ("draft", "open", "done", "cancel")
 VERBS = {  # verb → the state it moves to
@@ -37,23 +38,6 @@ HELD = {"open": (1, 0), "done": (0, 1)}  # (reserved, used) one registration hol
 def ledger_total(event) -> tuple[int, int]:
     row = SeatLedger.objects.filter(event=event, slot=None, ticket=None).first()
     return (row.reserved, row.used) if row else (0, 0)
-
-
-def snapshot(event) -> dict:
-    return {
-        "registrations": list(
-            Registration.objects.filter(event=event)
-            .order_by("pk")
-            .values_list("pk", "state", "active", "confirmed_at", "date_closed", "updated_at")
-        ),
-        "audit": list(EventAuditLog.objects.order_by("pk").values_list("pk", flat=True)),
-        "ledger": sorted(
-            SeatLedger.objects.filter(event=event).values_list(
-                "slot_id", "ticket_id", "reserved", "used"
-            ),
-            key=str,
-        ),
-    }
 
 
 CASES = [(source, verb) for source in STATES for verb in VERBS]
