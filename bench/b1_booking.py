@@ -17,7 +17,6 @@ from __future__ import annotations
 import secrets
 import statistics
 import threading
-import time
 from datetime import timedelta
 
 from bench import common
@@ -87,14 +86,7 @@ def _book_until_sold_out(event, threads: int) -> dict:
         finally:
             connection.close()
 
-    pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
-    for t in pool:
-        t.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for t in pool:
-        t.join()
-    elapsed = time.perf_counter() - start
+    elapsed = common.run_released(worker, threads, barrier)
     return {"booked": sum(booked), "refused": refused, "errors": errors, "seconds": elapsed}
 
 
@@ -167,14 +159,7 @@ def _raw(threads: int, seats_max: int) -> dict:
         except Exception as exc:  # noqa: BLE001 - counted as a correctness failure
             errors.append(repr(exc))
 
-    pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
-    for t in pool:
-        t.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for t in pool:
-        t.join()
-    elapsed = time.perf_counter() - start
+    elapsed = common.run_released(worker, threads, barrier)
 
     with psycopg.connect(url, autocommit=True) as conn:
         (rows,) = conn.execute(

@@ -218,14 +218,7 @@ def _intake(port: int, clients: int, seats_max: int) -> dict:
         except Exception as exc:  # noqa: BLE001 - counted as a correctness failure
             errors.append(repr(exc))
 
-    pool = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
-    for t in pool:
-        t.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for t in pool:
-        t.join()
-    elapsed = time.perf_counter() - start
+    elapsed = common.run_released(worker, clients, barrier)
 
     holders = Registration.objects.filter(event=event, state__in=("open", "done")).count()
     problems = []
@@ -273,14 +266,7 @@ def _ics(port: int, clients: int, total: int, paths: list[str]) -> dict:
         except Exception as exc:  # noqa: BLE001 - counted as a correctness failure
             bad.append(repr(exc))
 
-    pool = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
-    for t in pool:
-        t.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for t in pool:
-        t.join()
-    elapsed = time.perf_counter() - start
+    elapsed = common.run_released(worker, clients, barrier)
     done = per_client * clients
     p50, p99 = _percentiles([s for per in latencies for s in per])
     return {

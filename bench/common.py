@@ -24,6 +24,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
@@ -157,3 +158,17 @@ def table(rows: list[dict]) -> str:
     rule = "|" + "|".join("-" * (widths[c] + 2) for c in COLUMNS) + "|"
     body = ["| " + " | ".join(_cell(r, c).ljust(widths[c]) for c in COLUMNS) + " |" for r in rows]
     return "\n".join([line, rule, *body])
+
+
+def run_released(worker: Callable[[int], None], count: int, barrier: threading.Barrier) -> float:
+    """Start `count` threads running worker(index); each waits on `barrier` (sized count + 1),
+    which this call joins last, so the clock starts when all are released. Returns the
+    seconds until every thread finished."""
+    pool = [threading.Thread(target=worker, args=(i,)) for i in range(count)]
+    for thread in pool:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for thread in pool:
+        thread.join()
+    return time.perf_counter() - start
