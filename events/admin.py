@@ -218,13 +218,12 @@ class EventAdmin(ServiceErrorsMixin, admin.ModelAdmin):
     list_display = (
         "name",
         "date_begin",
-        "date_end",
         "stage",
-        "kanban_state",
         "is_published",
         "seats_reserved",
         "seats_used",
         "seats_available",
+        "kanban_state",
     )
     list_filter = (
         "stage",
