@@ -1,15 +1,90 @@
 """One typed error hierarchy with stable codes (interfaces.md, "Error codes").
 
-Views map `code` to an HTTP status in one place (`HTTP_STATUS`); tests assert `.code`.
+Each code is a member of an `ErrorCode` enum that carries its HTTP status, so the status map is
+derived, never kept by hand. Core declares `Code`; each overlay declares its own enum in its own
+`errors.py` with `@register_codes` (imported by its `AppConfig.ready()`). Views answer
+`http_status(error.code)`; tests assert `.code`, never message text.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
+
+
+class ErrorCode(StrEnum):
+    """A stable error code and the HTTP status it answers with."""
+
+    http_status: int
+
+    def __new__(cls, value: str, http_status: int) -> ErrorCode:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.http_status = http_status
+        return member
+
+
+_registry: dict[str, ErrorCode] = {}
+
+E = TypeVar("E", bound=type[ErrorCode])
+
+
+def register_codes(enum: E) -> E:
+    """Add an app's codes to the one registry; a code may be declared by one app only."""
+    for member in enum:
+        owner = _registry.get(member.value)
+        if owner is not None and type(owner) is not enum:
+            raise ValueError(f"error code {member.value!r} is declared twice")
+        _registry[member.value] = member
+    return enum
+
+
+def http_status(code: str) -> int:
+    """The HTTP status of a registered code (an unknown code is a programming error: 500)."""
+    member = _registry.get(code)
+    return member.http_status if member is not None else 500
+
+
+def registered_codes() -> list[str]:
+    return sorted(_registry)
+
+
+@register_codes
+class Code(ErrorCode):
+    """The core's codes. The overlays' (seams, booths, leads) are declared in their apps."""
+
+    SOLD_OUT = "sold_out", 409
+    REGISTRATIONS_CLOSED = "registrations_closed", 409
+    TICKET_REQUIRED = "ticket_required", 400
+    INVALID_TICKET = "invalid_ticket", 400
+    SLOT_REQUIRED = "slot_required", 400
+    INVALID_SLOT = "invalid_slot", 400
+    SALE_NOT_STARTED = "sale_not_started", 409
+    SALE_ENDED = "sale_ended", 409
+    PRICED_TICKET = "priced_ticket", 409
+    INVALID_QUANTITY = "invalid_quantity", 400
+    INVALID_ATTENDEE = "invalid_attendee", 400
+    QUESTION_REQUIRED = "question_required", 400
+    INVALID_ANSWER = "invalid_answer", 400
+    INVALID_TRANSITION = "invalid_transition", 409
+    ARCHIVE_REFUSED = "archive_refused", 409
+    RATE_LIMITED = "rate_limited", 429
+    NOT_FOUND = "not_found", 404
+    CAPABILITY_REFUSED = "capability_refused", 404
+    SECRET_MISSING = "secret_missing", 503
+    PORT_NOT_WIRED = "port_not_wired", 503
+    TEMPLATE_MISSING = "template_missing", 409
+    INVALID_VALUE = "invalid_value", 400
+    # Transport-level answers of the JSON API (docs/spec.md register): not domain refusals, but
+    # they answer in the same pinned error shape.
+    SERVICE_UNAVAILABLE = "service_unavailable", 503
+    PAYLOAD_TOO_LARGE = "payload_too_large", 413
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type", 415
+    SERVER_ERROR = "server_error", 500
 
 
 class DomainError(Exception):
-    code: str = "invalid_value"
+    code: str = Code.INVALID_VALUE
 
     def __init__(self, message: str = "", *, code: str | None = None, **details: Any) -> None:
         if code is not None:
@@ -26,111 +101,46 @@ class DomainError(Exception):
 
 
 class SeatsUnavailable(DomainError):
-    code = "sold_out"
+    code = Code.SOLD_OUT
 
 
 class RegistrationsClosed(DomainError):
-    code = "registrations_closed"
+    code = Code.REGISTRATIONS_CLOSED
 
 
 class InvalidTransition(DomainError):
-    code = "invalid_transition"
+    code = Code.INVALID_TRANSITION
 
 
 class ArchiveRefused(DomainError):
-    code = "archive_refused"
+    code = Code.ARCHIVE_REFUSED
 
 
 class ValidationFailed(DomainError):
     """A refusal of input; `code` is one of the input codes (ticket_required, invalid_slot, …)."""
 
-    code = "invalid_value"
+    code = Code.INVALID_VALUE
 
 
 class RateLimited(DomainError):
-    code = "rate_limited"
+    code = Code.RATE_LIMITED
 
 
 class NotFound(DomainError):
-    code = "not_found"
+    code = Code.NOT_FOUND
 
 
 class CapabilityRefused(DomainError):
-    code = "capability_refused"
+    code = Code.CAPABILITY_REFUSED
 
 
 class SecretMissing(DomainError):
-    code = "secret_missing"
+    code = Code.SECRET_MISSING
 
 
 class PortNotWired(DomainError):
-    code = "port_not_wired"
+    code = Code.PORT_NOT_WIRED
 
 
 class TemplateMissing(DomainError):
-    code = "template_missing"
-
-
-CODES = (
-    "sold_out",
-    "registrations_closed",
-    "ticket_required",
-    "invalid_ticket",
-    "slot_required",
-    "invalid_slot",
-    "sale_not_started",
-    "sale_ended",
-    "priced_ticket",
-    "invalid_quantity",
-    "invalid_attendee",
-    "question_required",
-    "invalid_answer",
-    "invalid_transition",
-    "archive_refused",
-    "rate_limited",
-    "not_found",
-    "capability_refused",
-    "secret_missing",
-    "port_not_wired",
-    "template_missing",
-    "invalid_signature",
-    "stale_timestamp",
-    "malformed_message",
-    "unknown_reference",
-    "booth_unavailable",
-    "booth_locked",
-    "invalid_predicate",
-    "invalid_value",
-)
-
-HTTP_STATUS = {
-    "sold_out": 409,
-    "registrations_closed": 409,
-    "ticket_required": 400,
-    "invalid_ticket": 400,
-    "slot_required": 400,
-    "invalid_slot": 400,
-    "sale_not_started": 409,
-    "sale_ended": 409,
-    "priced_ticket": 409,
-    "invalid_quantity": 400,
-    "invalid_attendee": 400,
-    "question_required": 400,
-    "invalid_answer": 400,
-    "invalid_transition": 409,
-    "archive_refused": 409,
-    "rate_limited": 429,
-    "not_found": 404,
-    "capability_refused": 404,
-    "secret_missing": 503,
-    "port_not_wired": 503,
-    "template_missing": 409,
-    "invalid_signature": 401,
-    "stale_timestamp": 401,
-    "malformed_message": 400,
-    "unknown_reference": 409,
-    "booth_unavailable": 409,
-    "booth_locked": 409,
-    "invalid_predicate": 400,
-    "invalid_value": 400,
-}
+    code = Code.TEMPLATE_MISSING

@@ -25,12 +25,12 @@ from django.views.decorators.http import require_GET, require_http_methods
 from events import health, intake_form, ratelimit, selectors
 from events.client import client_address
 from events.errors import (
-    HTTP_STATUS,
     CapabilityRefused,
     DomainError,
     NotFound,
     RateLimited,
     SecretMissing,
+    http_status,
 )
 from events.models import Registration, RegistrationState
 from events.services import capability, intake, links, seats
@@ -81,7 +81,7 @@ def event_detail(request: HttpRequest, event_id: int) -> HttpResponse:
             response = _event_page(
                 request, event, now=now, posted=request.POST, error=error, key=key
             )
-            response.status_code = HTTP_STATUS[error.code]
+            response.status_code = http_status(error.code)
             if isinstance(error, RateLimited):
                 response["Retry-After"] = str(error.details["retry_after"])
             return response
@@ -148,7 +148,7 @@ def _token_route(not_found: Callable[[], HttpResponse]):
                 logger.error("%s: capability secret missing or too short: answering 503", route)
                 response = HttpResponse(
                     UNAVAILABLE,
-                    status=HTTP_STATUS[SecretMissing.code],
+                    status=http_status(SecretMissing.code),
                     content_type="text/plain; charset=utf-8",
                 )
             except ratelimit.LimiterUnavailable as error:
@@ -161,7 +161,7 @@ def _token_route(not_found: Callable[[], HttpResponse]):
             except RateLimited as error:
                 response = HttpResponse(
                     b"Too many requests.\n",
-                    status=HTTP_STATUS[error.code],
+                    status=http_status(error.code),
                     content_type="text/plain; charset=utf-8",
                 )
                 response["Retry-After"] = str(error.details["retry_after"])
@@ -183,14 +183,14 @@ def _token_route(not_found: Callable[[], HttpResponse]):
 def _ics_not_found() -> HttpResponse:
     return HttpResponse(
         ICS_NOT_FOUND,
-        status=HTTP_STATUS[CapabilityRefused.code],
+        status=http_status(CapabilityRefused.code),
         content_type="text/plain; charset=utf-8",
     )
 
 
 def _tickets_not_found() -> HttpResponse:
     return HttpResponse(
-        render_to_string("events/link_not_found.html"), status=HTTP_STATUS[CapabilityRefused.code]
+        render_to_string("events/link_not_found.html"), status=http_status(CapabilityRefused.code)
     )
 
 

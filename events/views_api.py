@@ -1,7 +1,7 @@
 """The JSON API of the attendee surface: intake (spec.md §7.4, interfaces.md "Intake JSON").
 
 CSRF-exempt (no cookie authority: anyone may register, the funnel guards it). Errors are
-`{"error": {"code", "message", …details}}` with the status of `errors.HTTP_STATUS`.
+`{"error": {"code", "message", …details}}` with the status of `errors.http_status`.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from events.client import client_address
-from events.errors import HTTP_STATUS, DomainError, RateLimited
+from events.errors import DomainError, RateLimited, http_status
 from events.services import intake
 
 
 def error_response(error: DomainError) -> JsonResponse:
-    response = JsonResponse(error.as_dict(), status=HTTP_STATUS[error.code])
+    response = JsonResponse(error.as_dict(), status=http_status(error.code))
     if isinstance(error, RateLimited):
         response["Retry-After"] = str(error.details["retry_after"])
     return response

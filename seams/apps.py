@@ -7,6 +7,7 @@ class SeamsConfig(AppConfig):
 
     def ready(self) -> None:
         from events import hooks
+        from seams import errors  # noqa: F401 — registers the app's error codes
         from seams.reference_data import grant_permissions
 
         hooks.reference_data.append(grant_permissions)

@@ -15,7 +15,7 @@ import pytest
 from django.utils import timezone
 
 from events.models import QuestionType, Registration
-from tests import factories
+from tests.events import factories
 
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"

@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from events.models import Registration
 from events.services import capability, events, registrations
-from tests import factories
+from tests.events import factories
 
 ATTENDEE_LOGGER = "events.attendee"
 

@@ -22,8 +22,8 @@ from events.models import MailOutbox, MailRegistration
 from events.services import events as event_services
 from events.services import nudge, scheduler
 from events.services import registrations as registration_services
-from tests import factories
-from tests.test_ports import wire_ports
+from tests.events import factories
+from tests.events.test_ports import wire_ports
 
 DAY = timedelta(days=1)
 

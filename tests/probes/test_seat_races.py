@@ -21,7 +21,7 @@ from django.db import connection, transaction
 from events.errors import DomainError
 from events.models import Event, Registration, RegistrationState
 from events.services import locks, registrations, seats
-from tests import factories
+from tests.events import factories
 
 THREADS = 50
 REPEATS = 20

@@ -11,7 +11,7 @@ import pytest
 from events.errors import DomainError
 from events.models import EventAuditLog, SeatLedger
 from events.services import registrations, seats
-from tests import factories
+from tests.events import factories
 from tests.helpers import snapshot
 
 STATES = ("draft", "open", "done", "cancel")

@@ -1,0 +1,7 @@
+"""Staff surface (spec.md §9): a thin admin; every change of state calls a service.
+
+`base` holds the building blocks overlays import; `extensions` is the Event admin's extension
+point; the ModelAdmins are registered by the modules imported below.
+"""
+
+from events.admin import core  # noqa: F401 — registers the core ModelAdmins

@@ -1,0 +1,206 @@
+"""Client address and rate limits (spec.md §7.5): 429 + Retry-After after the limit, per client,
+X-Forwarded-For only from the trusted proxy (its rightmost entry)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import redis
+from django.core.cache import cache
+from django.test import RequestFactory
+from django.urls import reverse
+from redis.commands.core import Script
+
+from events import ratelimit
+from events.client import client_address
+from events.errors import RateLimited
+from events.models import Registration
+from events.services import capability
+from tests.events import factories
+
+WINDOW_START = 1_900_000_020.0  # a multiple of 60: the window starts here
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits(monkeypatch):
+    cache.clear()
+    # Pin the clock 15.25 s into a window so a test never straddles two windows.
+    monkeypatch.setattr(ratelimit, "clock", lambda: WINDOW_START + 15.25)
+
+
+@pytest.fixture
+def limits(settings):
+    settings.EVENT_RATE_LIMITS = {"intake": (3, 60), "token": (2, 60)}
+    settings.EVENT_TRUSTED_PROXY = ""
+    return settings
+
+
+def intake(client, event, *, remote, forwarded=None):
+    headers = {"REMOTE_ADDR": remote}
+    if forwarded is not None:
+        headers["HTTP_X_FORWARDED_FOR"] = forwarded
+    return client.post(
+        reverse("api-intake", kwargs={"event_id": event.pk}),
+        data=json.dumps({"attendees": [{"name": "Ann"}]}),
+        content_type="application/json",
+        **headers,
+    )
+
+
+@pytest.mark.django_db
+def test_intake_answers_429_with_retry_after_after_the_limit(client, limits):
+    event = factories.EventFactory()
+    assert [intake(client, event, remote="10.0.0.1").status_code for _ in range(3)] == [201] * 3
+    response = intake(client, event, remote="10.0.0.1")
+    assert response.status_code == 429
+    assert response["Retry-After"] == "45"  # the window ends 44.75 s later
+    assert response.json()["error"]["code"] == "rate_limited"
+    assert response.json()["error"]["retry_after"] == 45
+    assert Registration.objects.filter(event=event).count() == 3
+    # Another client is not affected; the next window starts afresh.
+    assert intake(client, event, remote="10.0.0.2").status_code == 201
+
+
+@pytest.mark.django_db
+def test_the_counter_resets_with_the_next_window(client, limits, monkeypatch):
+    event = factories.EventFactory()
+    for _ in range(3):
+        intake(client, event, remote="10.0.0.1")
+    assert intake(client, event, remote="10.0.0.1").status_code == 429
+    monkeypatch.setattr(ratelimit, "clock", lambda: WINDOW_START + 60.0)
+    assert intake(client, event, remote="10.0.0.1").status_code == 201
+
+
+@pytest.mark.django_db
+def test_x_forwarded_for_is_ignored_unless_remote_addr_is_the_trusted_proxy(client, limits):
+    limits.EVENT_TRUSTED_PROXY = "10.0.0.254"
+    event = factories.EventFactory()
+    statuses = [
+        intake(client, event, remote="10.0.0.1", forwarded=f"203.0.113.{i}").status_code
+        for i in range(4)
+    ]
+    # Four different X-Forwarded-For values from one untrusted address: one client.
+    assert statuses == [201, 201, 201, 429]
+
+
+@pytest.mark.django_db
+def test_behind_the_trusted_proxy_the_rightmost_entry_is_the_client(client, limits):
+    limits.EVENT_TRUSTED_PROXY = "10.0.0.254"
+    event = factories.EventFactory()
+    proxy = "10.0.0.254"
+    # The leftmost entries are written by the client: changing them does not change the client.
+    for spoof in ("1.1.1.1", "2.2.2.2", "3.3.3.3"):
+        response = intake(client, event, remote=proxy, forwarded=f"{spoof}, 198.51.100.7")
+        assert response.status_code == 201
+    assert intake(client, event, remote=proxy, forwarded="4.4.4.4, 198.51.100.7").status_code == 429
+    # A different rightmost entry is a different client; the proxy itself was never counted.
+    assert intake(client, event, remote=proxy, forwarded="198.51.100.8").status_code == 201
+    assert intake(client, event, remote="10.0.0.1").status_code == 201
+
+
+@pytest.mark.parametrize(
+    ("trusted", "remote", "forwarded", "client"),
+    [
+        ("", "10.0.0.1", "1.2.3.4", "10.0.0.1"),
+        ("", "10.0.0.254", "1.2.3.4", "10.0.0.254"),
+        ("10.0.0.254", "10.0.0.1", "1.2.3.4", "10.0.0.1"),
+        ("10.0.0.254", "10.0.0.254", "1.2.3.4", "1.2.3.4"),
+        ("10.0.0.254", "10.0.0.254", "1.2.3.4, 5.6.7.8 ", "5.6.7.8"),
+        ("10.0.0.254", "10.0.0.254", None, "10.0.0.254"),
+        ("10.0.0.254", "10.0.0.254", " , ", "10.0.0.254"),
+        ("2001:db8::1", "2001:db8::1", "2001:db8::2, 2001:db8::3", "2001:db8::3"),
+    ],
+)
+def test_client_address(settings, trusted, remote, forwarded, client):
+    settings.EVENT_TRUSTED_PROXY = trusted
+    headers = {"REMOTE_ADDR": remote}
+    if forwarded is not None:
+        headers["HTTP_X_FORWARDED_FOR"] = forwarded
+    assert client_address(RequestFactory().get("/", **headers)) == client
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("route", ["my-tickets", "ics"])
+def test_token_routes_answer_429_with_retry_after(client, limits, route):
+    reg = factories.RegistrationFactory()
+    token = capability.mint(purpose="tickets" if route == "my-tickets" else "ics", subject=reg)
+    path = reverse(route, kwargs={"token": token})
+    assert [client.get(path, REMOTE_ADDR="10.0.0.9").status_code for _ in range(2)] == [200, 200]
+    response = client.get(path, REMOTE_ADDR="10.0.0.9")
+    assert response.status_code == 429
+    assert response["Retry-After"] == "45"
+    assert response["Cache-Control"] == "private, no-store"
+    assert client.get(path, REMOTE_ADDR="10.0.0.10").status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_event_page_form_answers_429_too(client, limits):
+    event = factories.EventFactory()
+    path = reverse("event-detail", kwargs={"event_id": event.pk})
+    data = {"quantity": "1", "a0-name": "Ann"}
+    for index in range(3):
+        response = client.post(
+            path, {**data, "idempotency_key": f"k{index}"}, REMOTE_ADDR="10.0.0.3"
+        )
+        assert response.status_code == 303
+    response = client.post(path, {**data, "idempotency_key": "k9"}, REMOTE_ADDR="10.0.0.3")
+    assert response.status_code == 429
+    assert response["Retry-After"] == "45"
+    assert b"Too many requests" in response.content
+
+
+def test_hit_counts_atomically_and_expires_with_its_window(settings):
+    settings.EVENT_RATE_LIMITS = {"intake": (2, 60), "token": (2, 60)}
+    now = WINDOW_START + 59.5
+    assert ratelimit.hit(scope="intake", client="c", now=now) == 1
+    assert ratelimit.hit(scope="intake", client="c", now=now) == 2
+    with pytest.raises(RateLimited) as refused:
+        ratelimit.hit(scope="intake", client="c", now=now)
+    assert refused.value.code == "rate_limited"
+    assert refused.value.details == {"retry_after": 1}
+    # Scopes are separate counters.
+    assert ratelimit.hit(scope="token", client="c", now=now) == 1
+    key = cache.make_and_validate_key(f"rl:intake:{int(WINDOW_START)}:c")
+    ttl = cache._cache.get_client(key).ttl(key)
+    assert 0 < ttl <= 61
+
+
+def test_every_hit_reuses_one_script_in_one_round_trip(settings, monkeypatch):
+    """Django's cache hands out a new Redis client per call: the script object is made once
+    for the process (not per client), and each hit is one EVALSHA."""
+    settings.EVENT_RATE_LIMITS = {"intake": (10, 60), "token": (10, 60)}
+    now = WINDOW_START + 1
+    assert ratelimit.hit(scope="intake", client="s", now=now) == 1  # loads it if Redis had not
+    made, commands = [], []
+    real_init, real_execute = Script.__init__, redis.Redis.execute_command
+
+    def counting_init(self, *args, **kwargs):
+        made.append(self)
+        real_init(self, *args, **kwargs)
+
+    def recording_execute(self, *args, **kwargs):
+        commands.append(args[0])
+        return real_execute(self, *args, **kwargs)
+
+    monkeypatch.setattr(Script, "__init__", counting_init)
+    monkeypatch.setattr(redis.Redis, "execute_command", recording_execute)
+
+    counts = [ratelimit.hit(scope="intake", client="s", now=now) for _ in range(3)]
+
+    assert counts == [2, 3, 4]
+    assert made == []
+    assert commands == ["EVALSHA"] * 3
+
+
+def test_an_unreachable_cache_raises_limiter_unavailable(settings, free_port):
+    settings.EVENT_RATE_LIMITS = {"intake": (10, 60), "token": (10, 60)}
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{free_port}/0",
+        }
+    }
+    with pytest.raises(ratelimit.LimiterUnavailable) as failed:
+        ratelimit.hit(scope="token", client="c")
+    assert str(failed.value) == "ConnectionError"

@@ -1,0 +1,351 @@
+"""Registrations (spec.md §4): creation, fences (cancelled events, archive), sync_from_partner."""
+
+from __future__ import annotations
+
+import pytest
+
+from events import hooks
+from events.errors import DomainError
+from events.models import (
+    ContactSource,
+    EventAuditLog,
+    KanbanState,
+    Registration,
+    RegistrationAnswer,
+    RegistrationState,
+)
+from events.services import registrations, seats
+from tests.events import factories
+from tests.helpers import snapshot
+
+S = RegistrationState
+
+
+def seat_numbers(event) -> tuple:
+    s = seats.event_summary(event=event)
+    return (s.reserved, s.used, s.available)
+
+
+# --- register --------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_register_writes_rows_audit_and_seats_in_one_go(actor, now):
+    event = factories.EventFactory(seats_limited=True, seats_max=10, country="BE")
+    ticket = factories.TicketFactory(event=event)
+    question = factories.QuestionFactory(event=event, once_per_order=True)
+
+    rows = registrations.register(
+        event=event,
+        ticket=ticket,
+        attendees=[
+            {
+                "name": " Ann ",
+                "email": "ann@example.org",
+                "phone": "0470 12 34 56",
+                "answers": {str(question.pk): "vegan"},
+            },
+            {"name": "Bob", "email": "bob@example.org"},
+        ],
+        sale_order_ref="SO1",
+        utm={"source": "newsletter"},
+        actor=actor,
+        now=now,
+    )
+
+    assert [(r.name, r.state, r.confirmed_at, r.ticket_id) for r in rows] == [
+        ("Ann", S.OPEN, now, ticket.pk),
+        ("Bob", S.OPEN, now, ticket.pk),
+    ]
+    assert rows[0].phone == "+32470123456"
+    assert all(r.barcode.isdigit() and len(r.barcode) <= 20 for r in rows)
+    assert len({r.barcode for r in rows}) == 2
+    # a once-per-order answer is copied to every attendee of the request
+    assert sorted(
+        RegistrationAnswer.objects.values_list("registration_id", "text_value")
+    ) == sorted([(rows[0].pk, "vegan"), (rows[1].pk, "vegan")])
+    assert list(
+        EventAuditLog.objects.order_by("pk").values_list("verb", "registration_id", "event_id")
+    ) == [
+        ("registration.created.open", rows[0].pk, event.pk),
+        ("registration.created.open", rows[1].pk, event.pk),
+    ]
+    assert seat_numbers(event) == (2, 0, 8)
+    assert seats.audit(event=event) == []
+
+
+@pytest.mark.django_db
+def test_register_calls_the_registrations_changed_hook_in_the_transaction(actor):
+    event = factories.EventFactory()
+    seen = []
+
+    def hook(rows, who):
+        seen.append(([r.pk for r in rows], who, Registration.objects.filter(event=event).count()))
+
+    hooks.registrations_changed.append(hook)
+    try:
+        rows = registrations.register(event=event, attendees=[{"name": "A"}], actor=actor)
+        registrations.cancel(registration=rows[0], actor=actor)
+    finally:
+        hooks.registrations_changed.remove(hook)
+
+    assert seen == [([rows[0].pk], actor, 1), ([rows[0].pk], actor, 1)]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("attendees", "code"),
+    [
+        ([], "invalid_quantity"),
+        ([{"name": "A", "email": "not-an-email"}], "invalid_attendee"),
+    ],
+)
+def test_register_refusals_write_nothing(attendees, code, actor):
+    event = factories.EventFactory()
+    before = snapshot(event)
+
+    with pytest.raises(DomainError) as caught:
+        registrations.register(event=event, attendees=attendees, actor=actor)
+
+    assert caught.value.code == code
+    assert snapshot(event) == before
+
+
+# --- fences -------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_cancelled_event_refuses_new_seats_on_register(actor):
+    event = factories.EventFactory(kanban_state=KanbanState.CANCEL)
+    before = snapshot(event)
+
+    with pytest.raises(DomainError) as caught:
+        registrations.register(event=event, attendees=[{"name": "A"}], actor=actor)
+
+    assert caught.value.code == "registrations_closed"
+    assert snapshot(event) == before
+
+
+@pytest.mark.django_db
+def test_a_cancelled_event_refuses_new_seats_on_confirm(actor):
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    draft = factories.RegistrationFactory(event=event, state=S.DRAFT)
+    from events.services import events as event_services
+
+    event = event_services.cancel_event(event=event, actor=actor)
+    before = snapshot(event)
+
+    with pytest.raises(DomainError) as caught:
+        registrations.confirm(registration=draft, actor=actor)
+
+    assert caught.value.code == "registrations_closed"
+    assert snapshot(event) == before
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("state", "verb"),
+    [(S.OPEN, registrations.mark_attended), (S.DONE, registrations.undo_attendance)],
+)
+def test_a_cancelled_event_refuses_every_entry_into_open_or_done(state, verb, actor):
+    """spec.md §4: no registration may enter open/done on a cancelled event."""
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    registration = factories.RegistrationFactory(event=event, state=state)
+    from events.services import events as event_services
+
+    event = event_services.cancel_event(event=event, actor=actor)
+    before = snapshot(event)
+
+    with pytest.raises(DomainError) as caught:
+        verb(registration=registration, actor=actor)
+
+    assert caught.value.code == "registrations_closed"
+    assert snapshot(event) == before
+
+
+@pytest.mark.django_db
+def test_a_cancelled_event_keeps_existing_registrations_and_frees_on_cancel(actor):
+    """Registrations keep their state; freeing a seat is still possible; a draft may be
+    recorded (it holds no seat)."""
+    event = factories.EventFactory(kanban_state=KanbanState.CANCEL, seats_limited=True, seats_max=3)
+    held = factories.RegistrationFactory(event=event)
+
+    (draft,) = registrations.register(
+        event=event, attendees=[{"name": "D"}], state="draft", actor=actor
+    )
+    registrations.cancel(registration=held, actor=actor)
+
+    assert draft.state == S.DRAFT
+    assert seat_numbers(event) == (0, 0, 3)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("state", [S.OPEN, S.DONE])
+def test_archive_is_refused_for_seat_holders(state, actor):
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    registration = factories.RegistrationFactory(event=event, state=state)
+    before = snapshot(event)
+
+    with pytest.raises(DomainError) as caught:
+        registrations.archive(registration=registration, actor=actor)
+
+    assert caught.value.code == "archive_refused"
+    assert snapshot(event) == before
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("state", [S.DRAFT, S.CANCEL])
+def test_archive_and_unarchive_never_change_seats(state, actor):
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    factories.RegistrationFactory(event=event)
+    registration = factories.RegistrationFactory(event=event, state=state)
+    seats_before = seat_numbers(event)
+    ledger_before = snapshot(event)["ledger"]
+
+    registrations.archive(registration=registration, actor=actor)
+    registration.refresh_from_db()
+    archived = (registration.active, seat_numbers(event), snapshot(event)["ledger"])
+    registrations.unarchive(registration=registration, actor=actor)
+    registration.refresh_from_db()
+
+    assert archived == (False, seats_before, ledger_before)
+    assert (registration.active, registration.state) == (True, state)
+    assert seat_numbers(event) == seats_before
+    assert snapshot(event)["ledger"] == ledger_before
+    assert list(
+        EventAuditLog.objects.filter(registration=registration)
+        .order_by("pk")
+        .values_list("verb", "data")
+    ) == [
+        ("registration.archived", {"active": [True, False]}),
+        ("registration.unarchived", {"active": [False, True]}),
+    ]
+
+
+@pytest.mark.django_db
+def test_an_archived_cancelled_registration_reset_to_draft_still_holds_no_seat(actor):
+    event = factories.EventFactory(seats_limited=True, seats_max=1)
+    registration = factories.RegistrationFactory(event=event, state=S.CANCEL)
+    registrations.archive(registration=registration, actor=actor)
+
+    registrations.reset_to_draft(registration=registration, actor=actor)
+
+    registration.refresh_from_db()
+    assert (registration.state, registration.active) == (S.DRAFT, False)
+    assert seat_numbers(event) == (0, 0, 1)
+    assert seats.audit(event=event) == []
+
+
+# --- sync_from_partner -----------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_sync_from_partner_touches_only_partner_rows_in_draft_or_open(actor):
+    event = factories.EventFactory(country="BE")
+    partner = {"partner_ref": "P7", "contact_source": ContactSource.PARTNER, "event": event}
+    draft = factories.RegistrationFactory(state=S.DRAFT, name="Old", **partner)
+    open_ = factories.RegistrationFactory(state=S.OPEN, name="Old", **partner)
+    done = factories.RegistrationFactory(state=S.DONE, name="Old", **partner)
+    cancelled = factories.RegistrationFactory(state=S.CANCEL, name="Old", **partner)
+    typed = factories.RegistrationFactory(
+        event=event, partner_ref="P7", contact_source=ContactSource.ATTENDEE, name="Typed"
+    )
+    other = factories.RegistrationFactory(
+        event=event, partner_ref="P8", contact_source=ContactSource.PARTNER, name="Other"
+    )
+    ledger_before = snapshot(event)["ledger"]
+
+    count = registrations.sync_from_partner(
+        partner_ref="P7",
+        name="New Name",
+        email="new@example.org",
+        phone="0470 12 34 56",
+        company_name="ACME",
+        actor=actor,
+    )
+
+    assert count == 2
+    contact = dict(Registration.objects.values_list("pk", "name"))
+    assert contact == {
+        draft.pk: "New Name",
+        open_.pk: "New Name",
+        done.pk: "Old",
+        cancelled.pk: "Old",
+        typed.pk: "Typed",
+        other.pk: "Other",
+    }
+    assert list(
+        Registration.objects.filter(pk__in=[draft.pk, open_.pk])
+        .values_list("email", "phone", "company_name", "state")
+        .order_by("pk")
+    ) == [
+        ("new@example.org", "+32470123456", "ACME", S.DRAFT),
+        ("new@example.org", "+32470123456", "ACME", S.OPEN),
+    ]
+    rows = EventAuditLog.objects.filter(verb="registration.partner_synced").order_by(
+        "registration_id"
+    )
+    assert [r.registration_id for r in rows] == [draft.pk, open_.pk]
+    assert rows[0].data["name"] == ["Old", "New Name"]
+    assert snapshot(event)["ledger"] == ledger_before
+
+    # the same details again change nothing and write nothing
+    audit_rows = EventAuditLog.objects.count()
+    assert (
+        registrations.sync_from_partner(
+            partner_ref="P7",
+            name="New Name",
+            email="new@example.org",
+            phone="0470 12 34 56",
+            company_name="ACME",
+            actor=actor,
+        )
+        == 0
+    )
+    assert EventAuditLog.objects.count() == audit_rows
+
+
+# --- barcodes ----------------------------------------------------------------------------------
+
+
+def _collide_once(monkeypatch, taken: str) -> list[str]:
+    given = iter([taken, "123456789012"])
+    handed: list[str] = []
+
+    def barcode():
+        handed.append(next(given))
+        return handed[-1]
+
+    monkeypatch.setattr(registrations, "new_barcode", barcode)
+    return handed
+
+
+def _assert_collision_retried(event, existing, handed, rows):
+    assert handed == [existing.barcode, "123456789012"]
+    assert [r.barcode for r in rows] == ["123456789012"]
+    assert Registration.objects.filter(event=event).count() == 2
+    assert seat_numbers(event) == (2, 0, 3)  # the failed attempt's seat was rolled back
+    assert EventAuditLog.objects.filter(verb="registration.created.open").count() == 1
+    assert seats.audit(event=event) == []
+
+
+@pytest.mark.django_db
+def test_a_barcode_collision_is_retried_inside_an_outer_transaction(actor, monkeypatch):
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    existing = factories.RegistrationFactory(event=event)
+    handed = _collide_once(monkeypatch, existing.barcode)
+
+    rows = registrations.register(event=event, attendees=[{"name": "A"}], actor=actor)
+
+    _assert_collision_retried(event, existing, handed, rows)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_barcode_collision_is_retried_as_a_whole_transaction(actor, monkeypatch):
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    existing = factories.RegistrationFactory(event=event)
+    handed = _collide_once(monkeypatch, existing.barcode)
+
+    rows = registrations.register(event=event, attendees=[{"name": "A"}], actor=actor)
+
+    _assert_collision_retried(event, existing, handed, rows)

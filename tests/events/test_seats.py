@@ -1,0 +1,362 @@
+"""The seat engine (spec.md §3): availability per (slot, ticket) pair, whole requests, the
+ledger kept in the booking transaction (§14 item 13) and checked by `seats_audit`."""
+
+from __future__ import annotations
+
+import io
+import secrets
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from events.errors import DomainError
+from events.models import (
+    Event,
+    Registration,
+    RegistrationState,
+)
+from events.services import registrations, seats
+from tests.events import factories
+from tests.helpers import snapshot
+
+S = RegistrationState
+
+
+def fresh(event) -> Event:
+    return Event.objects.get(pk=event.pk)
+
+
+# --- availability -----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_only_active_open_and_done_registrations_hold_seats():
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    factories.RegistrationFactory.create_batch(2, event=event, state=S.OPEN)
+    factories.RegistrationFactory(event=event, state=S.DONE)
+    factories.RegistrationFactory(event=event, state=S.DRAFT)
+    factories.RegistrationFactory(event=event, state=S.CANCEL)
+    factories.RegistrationFactory(event=event, state=S.CANCEL, active=False)
+
+    assert seats.availability(event=event) == 2
+    assert seats.event_summary(event=event) == seats.SeatSummary(
+        reserved=2, used=1, taken=3, max=5, available=2
+    )
+    assert seats.audit(event=event) == []
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("limited", "maximum"), [(False, 0), (False, 7), (True, 0)])
+def test_without_an_event_limit_seats_are_unlimited(limited, maximum):
+    """The event limit applies when seats_limited and seats_max > 0 (spec.md §3)."""
+    event = factories.EventFactory(seats_limited=limited, seats_max=maximum)
+    factories.RegistrationFactory.create_batch(3, event=event)
+
+    assert seats.availability(event=event) is None
+    assert seats.can_book(event=event) is True
+    summary = seats.event_summary(event=event)
+    assert (summary.taken, summary.max, summary.available) == (3, None, None)
+    assert seats.summaries([event])[event.pk] == summary
+
+
+@pytest.mark.django_db
+def test_ticket_limit_is_per_ticket_and_combines_with_the_event_limit():
+    event = factories.EventFactory(seats_limited=True, seats_max=10)
+    small = factories.TicketFactory(event=event, seats_max=3)
+    free = factories.TicketFactory(event=event, seats_max=0)
+    factories.RegistrationFactory.create_batch(2, event=event, ticket=small)
+    factories.RegistrationFactory.create_batch(2, event=event, ticket=free)
+
+    assert seats.availability(event=event, ticket=small) == 1  # min(10 - 4, 3 - 2)
+    assert seats.availability(event=event, ticket=free) == 6  # 10 - 4
+    assert seats.availability(event=event) == 6  # the best pair
+
+    event.seats_limited = False
+    assert seats.availability(event=event, ticket=small) == 1
+    assert seats.availability(event=event, ticket=free) is None
+    assert seats.availability(event=event) is None
+
+
+@pytest.mark.django_db
+def test_event_limit_is_per_slot_on_a_multi_slot_event():
+    event = factories.EventFactory(is_multi_slots=True, seats_limited=True, seats_max=3)
+    morning = factories.SlotFactory(event=event)
+    afternoon = factories.SlotFactory(event=event, start_hour=13.0, end_hour=15.0)
+    factories.RegistrationFactory.create_batch(2, event=event, slot=morning)
+
+    assert seats.availability(event=event, slot=morning) == 1
+    assert seats.availability(event=event, slot=afternoon) == 3
+    assert seats.availability(event=event) == 3
+    assert seats.event_summary(event=event) == seats.SeatSummary(2, 0, 2, 6, 4)
+
+
+@pytest.mark.django_db
+def test_ticket_limit_is_per_slot_and_ticket_on_a_multi_slot_event():
+    event = factories.EventFactory(is_multi_slots=True)
+    morning = factories.SlotFactory(event=event)
+    afternoon = factories.SlotFactory(event=event, start_hour=13.0, end_hour=15.0)
+    ticket = factories.TicketFactory(event=event, seats_max=2)
+    factories.RegistrationFactory.create_batch(2, event=event, slot=morning, ticket=ticket)
+
+    assert seats.availability(event=event, slot=morning, ticket=ticket) == 0
+    assert seats.availability(event=event, slot=afternoon, ticket=ticket) == 2
+    assert seats.ticket_summaries(event=event) == {
+        (morning.pk, ticket.pk): {"taken": 2, "available": 0},
+        (afternoon.pk, ticket.pk): {"taken": 0, "available": 2},
+    }
+    with pytest.raises(DomainError) as caught:
+        registrations.register(
+            event=event, slot=morning, ticket=ticket, attendees=[{"name": "A"}], actor="system"
+        )
+    assert caught.value.code == "sold_out"
+    registrations.register(
+        event=event, slot=afternoon, ticket=ticket, attendees=[{"name": "B"}], actor="system"
+    )
+    assert seats.availability(event=event, slot=afternoon, ticket=ticket) == 1
+
+
+@pytest.mark.django_db
+def test_negative_availability_is_sold_out(actor):
+    """Seats forced in by hand beyond the limit: the event is sold out, never open."""
+    event = factories.EventFactory(seats_limited=True, seats_max=2)
+    factories.RegistrationFactory.create_batch(3, event=event)  # no check in the factory
+
+    assert seats.availability(event=event) == -1
+    assert seats.can_book(event=event) is False
+    summary = seats.event_summary(event=event)
+    assert summary.available == -1
+    assert summary.sold_out is True
+    before = snapshot(event)
+    with pytest.raises(DomainError) as caught:
+        registrations.register(event=event, attendees=[{"name": "A"}], actor=actor)
+    assert caught.value.code == "sold_out"
+    assert caught.value.details["missing"] == [{"slot_id": None, "ticket_id": None, "missing": 1}]
+    assert snapshot(event) == before
+
+
+@pytest.mark.django_db
+def test_a_request_for_n_seats_fails_whole_naming_the_missing_count(actor):
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    ticket = factories.TicketFactory(event=event, seats_max=0)
+    factories.RegistrationFactory.create_batch(3, event=event, ticket=ticket)
+    before = snapshot(event)
+
+    with pytest.raises(DomainError) as caught:
+        registrations.register(
+            event=event,
+            ticket=ticket,
+            attendees=[{"name": f"A{i}"} for i in range(4)],
+            actor=actor,
+        )
+
+    assert caught.value.code == "sold_out"
+    assert caught.value.details == {
+        "missing": [{"slot_id": None, "ticket_id": ticket.pk, "missing": 2}]
+    }
+    assert snapshot(event) == before
+    # exactly the remaining two still fit
+    assert (
+        len(
+            registrations.register(
+                event=event, ticket=ticket, attendees=[{"name": "B"}, {"name": "C"}], actor=actor
+            )
+        )
+        == 2
+    )
+    assert seats.availability(event=event) == 0
+
+
+@pytest.mark.django_db
+def test_draft_registrations_hold_no_seat(actor):
+    event = factories.EventFactory(seats_limited=True, seats_max=1)
+
+    registrations.register(event=event, attendees=[{"name": "A"}], state="draft", actor=actor)
+    registrations.register(event=event, attendees=[{"name": "B"}], state="draft", actor=actor)
+
+    assert seats.availability(event=event) == 1
+    assert seats.event_summary(event=event).taken == 0
+
+
+@pytest.mark.django_db
+def test_cancel_and_reset_free_seats_and_attendance_moves_reserved_to_used(actor):
+    event = factories.EventFactory(seats_limited=True, seats_max=3)
+    ticket = factories.TicketFactory(event=event, seats_max=2)
+    a, b = registrations.register(
+        event=event, ticket=ticket, attendees=[{"name": "A"}, {"name": "B"}], actor=actor
+    )
+
+    def state():
+        s = seats.event_summary(event=event)
+        return (s.reserved, s.used, seats.availability(event=event, ticket=ticket))
+
+    assert state() == (2, 0, 0)
+    registrations.mark_attended(registration=a, actor=actor)
+    assert state() == (1, 1, 0)
+    registrations.cancel(registration=b, actor=actor)
+    assert state() == (0, 1, 1)
+    registrations.reset_to_draft(registration=b, actor=actor)
+    assert state() == (0, 1, 1)
+    registrations.confirm(registration=b, actor=actor)
+    assert state() == (1, 1, 0)
+    registrations.reset_to_draft(registration=b, actor=actor)
+    assert state() == (0, 1, 1)
+    registrations.undo_attendance(registration=a, actor=actor)
+    assert state() == (1, 0, 1)
+    assert seats.audit(event=event) == []
+
+
+@pytest.mark.django_db
+def test_confirm_checks_seats(actor):
+    event = factories.EventFactory(seats_limited=True, seats_max=1)
+    factories.RegistrationFactory(event=event)
+    draft = factories.RegistrationFactory(event=event, state=S.DRAFT)
+    before = snapshot(event)
+
+    with pytest.raises(DomainError) as caught:
+        registrations.confirm(registration=draft, actor=actor)
+
+    assert caught.value.code == "sold_out"
+    assert snapshot(event) == before
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("shape", "code"),
+    [
+        ("no_ticket", "ticket_required"),
+        ("foreign_ticket", "invalid_ticket"),
+        ("no_slot", "slot_required"),
+        ("foreign_slot", "invalid_slot"),
+        ("slot_on_single", "invalid_slot"),
+    ],
+)
+def test_pair_refusals_write_nothing(shape, code, actor):
+    multi = shape in ("no_slot", "foreign_slot")
+    event = factories.EventFactory(is_multi_slots=multi, seats_limited=True, seats_max=5)
+    ticket = factories.TicketFactory(event=event)
+    slot = factories.SlotFactory(event=event) if multi else None
+    kwargs = {"ticket": ticket, "slot": slot}
+    if shape == "no_ticket":
+        kwargs["ticket"] = None
+    elif shape == "foreign_ticket":
+        kwargs["ticket"] = factories.TicketFactory()
+    elif shape == "no_slot":
+        kwargs["slot"] = None
+    elif shape == "foreign_slot":
+        kwargs["slot"] = factories.SlotFactory()
+    elif shape == "slot_on_single":
+        kwargs["slot"] = factories.SlotFactory()
+    before = snapshot(event)
+
+    with pytest.raises(DomainError) as caught:
+        registrations.register(event=event, attendees=[{"name": "A"}], actor=actor, **kwargs)
+
+    assert caught.value.code == code
+    assert snapshot(event) == before
+
+
+# --- seats_audit -------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_seats_audit_passes_on_consistent_data(actor):
+    event = factories.EventFactory(is_multi_slots=True, seats_limited=True, seats_max=5)
+    slot = factories.SlotFactory(event=event)
+    ticket = factories.TicketFactory(event=event, seats_max=4)
+    regs = registrations.register(
+        event=event, slot=slot, ticket=ticket, attendees=[{"name": "A"}, {"name": "B"}], actor=actor
+    )
+    registrations.mark_attended(registration=regs[0], actor=actor)
+    factories.EventFactory(name="empty one")
+    out = io.StringIO()
+
+    call_command("seats_audit", stdout=out)
+
+    assert out.getvalue().strip() == "seats_audit: 2 event(s) consistent"
+
+
+@pytest.mark.django_db
+def test_seats_audit_fails_naming_the_event_after_the_ledger_is_tampered_with(actor):
+    good = factories.EventFactory(name="Good one")
+    factories.RegistrationFactory(event=good)
+    bad = factories.EventFactory(name="Tampered one", seats_limited=True, seats_max=5)
+    registrations.register(event=bad, attendees=[{"name": "A"}], actor=actor)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE events_seatledger SET reserved = reserved + 2 "
+            "WHERE event_id = %s AND slot_id IS NULL AND ticket_id IS NULL",
+            [bad.pk],
+        )
+    out, err = io.StringIO(), io.StringIO()
+
+    with pytest.raises(SystemExit) as exited:
+        call_command("seats_audit", stdout=out, stderr=err)
+
+    assert exited.value.code == 1
+    assert err.getvalue().splitlines() == [
+        f"event {bad.pk} (Tampered one): slot=None ticket=None: ledger reserved/used=3/0, "
+        "registrations 1/0",
+        "seats_audit: 1 difference(s) in 2 event(s)",
+    ]
+    assert seats.audit(event=good) == []
+
+
+@pytest.mark.django_db
+def test_seats_audit_notices_a_registration_changed_behind_the_ledger():
+    event = factories.EventFactory()
+    registration = factories.RegistrationFactory(event=event)
+    Registration.objects.filter(pk=registration.pk).update(state=S.CANCEL)  # forced by hand
+
+    assert seats.audit(event=event) == [
+        "slot=None ticket=None: ledger reserved/used=1/0, registrations 0/0"
+    ]
+    with pytest.raises(SystemExit) as exited:
+        call_command(
+            "seats_audit", "--event", str(event.pk), stdout=io.StringIO(), stderr=io.StringIO()
+        )
+    assert exited.value.code == 1
+
+
+# --- the cost of a booking does not grow with the event (spec.md §3 rule 5) ----------------
+
+
+def bulk_registrations(event, n: int) -> None:
+    """n open registrations written in bulk, their seats added to the ledger in one apply."""
+    Registration.objects.bulk_create(
+        [
+            Registration(
+                event=event,
+                state=S.OPEN,
+                barcode=str(secrets.randbits(64)),
+                name=f"Bulk {i}",
+            )
+            for i in range(n)
+        ],
+        batch_size=2000,
+    )
+    seats.apply(event=event, holds=[seats.Hold(None, None, reserved=n)])
+
+
+def register_queries(event, actor) -> list[str]:
+    with CaptureQueriesContext(connection) as ctx:
+        registrations.register(event=event, attendees=[{"name": "Measured"}], actor=actor)
+    return [q["sql"] for q in ctx.captured_queries]
+
+
+@pytest.mark.django_db
+def test_register_costs_the_same_queries_with_0_and_5000_registrations(actor):
+    empty = factories.EventFactory(seats_limited=True, seats_max=10_000)
+    full = factories.EventFactory(seats_limited=True, seats_max=10_000)
+    bulk_registrations(full, 5_000)
+
+    on_empty = register_queries(empty, actor)
+    on_full = register_queries(full, actor)
+
+    assert len(on_full) == len(on_empty)
+    assert len(on_empty) <= 10  # design-notes: ~6–10 statements per booking
+    assert seats.availability(event=full) == 10_000 - 5_001
+    assert seats.audit(event=full) == []
+    # no statement of a booking counts registrations
+    assert not [q for q in on_full if "COUNT(" in q.upper()]
