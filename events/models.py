@@ -132,7 +132,7 @@ class EventType(models.Model):
     ticket_instructions = models.TextField(blank=True)
     default_timezone = models.CharField(max_length=64, default="UTC")
     has_seats_limitation = models.BooleanField(default=False)
-    seats_max = models.PositiveIntegerField(default=0)
+    seats_max = models.PositiveIntegerField(default=0, help_text="0 = unlimited.")
     tags = models.ManyToManyField(Tag, blank=True, related_name="event_types")
 
     class Meta:
@@ -160,7 +160,9 @@ class Event(models.Model):
     date_tz = models.CharField(max_length=64, default="UTC")
     seats_limited = models.BooleanField(default=False)
     seats_max = models.PositiveIntegerField(
-        default=0, help_text="Per slot on a multi-slot event; 0 with a limit = no seat."
+        default=0,
+        help_text="Seats per event (per slot on a multi-slot event); 0 = unlimited, even when "
+        "seats are limited.",
     )
     is_multi_slots = models.BooleanField(default=False)
     is_published = models.BooleanField(default=False)

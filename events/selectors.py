@@ -18,6 +18,21 @@ def public_events(*, now: datetime) -> QuerySet[Event]:
     )
 
 
+# --- derived flags of spec.md §2.1 / §2.5 (computed, never stored) -------------------------
+# The one definition of each flag: pages, the intake, the desk, the catalog and the seam call
+# these instead of comparing dates themselves. Every "now" is a parameter.
+
+
+def is_ongoing(event: Event, *, now: datetime) -> bool:
+    """begin ≤ now < end."""
+    return event.date_begin <= now < event.date_end
+
+
+def is_finished(event: Event, *, now: datetime) -> bool:
+    """end ≤ now."""
+    return event.date_end <= now
+
+
 # --- attendee surface (spec.md §7) ------------------------------------------------------------
 
 
