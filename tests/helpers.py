@@ -1,6 +1,15 @@
-"""Assertions shared by the tests: what a refusal must leave untouched."""
+"""Assertions shared by the tests: what a refusal must leave untouched, and how to run
+workers at the same instant (real threads released by one barrier, joined with a timeout,
+every thread's error collected and asserted)."""
 
 from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from django.db import connection
 
 from events.models import (
     EventAuditLog,
@@ -41,3 +50,41 @@ def snapshot(event) -> dict:
         ),
         "mail_rows": MailRegistration.objects.count(),
     }
+
+
+JOIN_TIMEOUT = 60.0  # seconds: a stuck worker fails the test instead of hanging the suite
+
+
+def run_concurrently(
+    workers: Sequence[Callable[[], Any]], *, timeout: float = JOIN_TIMEOUT
+) -> list[Any]:
+    """Run each worker in its own thread, all released together by one barrier.
+
+    Returns the workers' results in order. Fails (AssertionError) when a thread is still alive
+    after `timeout` or when any worker raised: every thread's error is collected and listed,
+    none is swallowed. Expected refusals are the worker's to catch and return. Each thread
+    closes its own database connection (tests using this need django_db(transaction=True)).
+    """
+    barrier = threading.Barrier(len(workers))
+    results: list[Any] = [None] * len(workers)
+    errors: list[str] = []
+
+    def run(index: int) -> None:
+        try:
+            barrier.wait(timeout=timeout)
+            results[index] = workers[index]()
+        except BaseException as exc:  # noqa: BLE001 — collected and asserted below
+            errors.append(f"worker {index}: {exc!r}")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(workers))]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    stuck = [i for i, thread in enumerate(threads) if thread.is_alive()]
+    assert not stuck, f"workers {stuck} still running after {timeout} s (deadlock?)"
+    assert errors == [], errors
+    return results

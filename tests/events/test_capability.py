@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from io import StringIO
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -16,7 +15,6 @@ from django.conf import settings
 from django.core import signing
 from django.core.cache import cache
 from django.core.management import CommandError, call_command
-from django.db import connection
 from django.test import override_settings
 from django.urls import reverse
 
@@ -24,6 +22,7 @@ from events.errors import CapabilityRefused, SecretMissing
 from events.models import EventAuditLog, Registration
 from events.services import capability, links, registrations
 from tests.events import factories
+from tests.helpers import run_concurrently
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -231,29 +230,21 @@ def test_an_order_link_spans_events_and_revoking_in_either_event_revokes_it(clie
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_revocations_in_one_order_never_share_a_version(actor):
-    """Two registrations of one order in two events, revoked at once (real threads): the
-    second revocation waits for the first and goes above it, so an order link minted between
-    the two never survives the second."""
+    """Two registrations of one order in two events, revoked at once (real threads released by
+    one barrier per round): the second revocation waits for the first and goes above it, so an
+    order link minted between the two never survives the second."""
     rounds = 5
     orders = []
     for index in range(rounds):
         ref = f"SO-RACE-{index}"
         orders.append([factories.RegistrationFactory(sale_order_ref=ref) for _ in range(2)])
-    barrier = threading.Barrier(2)
 
-    def worker(slot: int) -> None:
-        try:
-            for pair in orders:
-                barrier.wait()
-                capability.revoke_links(registration=pair[slot], actor=actor)
-        finally:
-            connection.close()
+    for pair in orders:
+        revoked = run_concurrently(
+            [lambda reg=reg: capability.revoke_links(registration=reg, actor=actor) for reg in pair]
+        )
+        assert [r.pk for r in revoked] == [r.pk for r in pair]
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
     for pair in orders:
         versions = sorted(
             Registration.objects.filter(pk__in=[r.pk for r in pair]).values_list(

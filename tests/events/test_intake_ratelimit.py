@@ -8,7 +8,7 @@ import json
 import pytest
 import redis
 from django.core.cache import cache
-from django.test import RequestFactory
+from django.test import Client, RequestFactory
 from django.urls import reverse
 from redis.commands.core import Script
 
@@ -18,6 +18,7 @@ from events.errors import RateLimited
 from events.models import Registration
 from events.services import capability
 from tests.events import factories
+from tests.helpers import run_concurrently
 
 WINDOW_START = 1_900_000_020.0  # a multiple of 60: the window starts here
 
@@ -150,7 +151,7 @@ def test_the_event_page_form_answers_429_too(client, limits):
     assert b"Too many requests" in response.content
 
 
-def test_hit_counts_atomically_and_expires_with_its_window(settings):
+def test_hit_expires_with_its_window_and_scopes_are_separate(settings):
     settings.EVENT_RATE_LIMITS = {"intake": (2, 60), "token": (2, 60)}
     now = WINDOW_START + 59.5
     assert ratelimit.hit(scope="intake", client="c", now=now) == 1
@@ -164,6 +165,47 @@ def test_hit_counts_atomically_and_expires_with_its_window(settings):
     key = cache.make_and_validate_key(f"rl:intake:{int(WINDOW_START)}:c")
     ttl = cache._cache.get_client(key).ttl(key)
     assert 0 < ttl <= 61
+
+
+CONCURRENT_HITS = 24
+LIMIT = 5
+
+
+def test_concurrent_hits_count_atomically_exactly_the_limit_passes(settings):
+    """24 threads released by one barrier hit one counter with a limit of 5: exactly 5 pass,
+    each with its own count 1..5, and the counter holds all 24 (none lost to a read-then-write
+    race, which would let more than 5 pass or leave the counter short)."""
+    settings.EVENT_RATE_LIMITS = {"intake": (LIMIT, 60), "token": (LIMIT, 60)}
+    now = WINDOW_START + 1
+
+    def one_hit():
+        try:
+            return ratelimit.hit(scope="intake", client="crowd", now=now)
+        except RateLimited as refused:
+            return refused.code
+
+    outcomes = run_concurrently([one_hit] * CONCURRENT_HITS)
+
+    passed = sorted(o for o in outcomes if isinstance(o, int))
+    assert passed == list(range(1, LIMIT + 1))
+    assert outcomes.count("rate_limited") == CONCURRENT_HITS - LIMIT
+    key = cache.make_and_validate_key(f"rl:intake:{int(WINDOW_START)}:crowd")
+    assert int(cache._cache.get_client(key).get(key)) == CONCURRENT_HITS
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_requests_to_a_token_route_let_exactly_the_limit_through(limits):
+    """The same through HTTP: 12 clients from one address fetch a tickets page at once with a
+    limit of 2 → exactly two 200s, ten 429s."""
+    reg = factories.RegistrationFactory()
+    path = reverse("my-tickets", kwargs={"token": capability.mint(purpose="tickets", subject=reg)})
+
+    def one_request():
+        return Client().get(path, REMOTE_ADDR="10.0.0.42").status_code
+
+    statuses = run_concurrently([one_request] * 12)
+
+    assert sorted(statuses) == [200] * 2 + [429] * 10
 
 
 def test_every_hit_reuses_one_script_in_one_round_trip(settings, monkeypatch):
