@@ -82,7 +82,7 @@ def event_limit(event: Event) -> int | None:
 
 def _limits(event: Event, slot_id: int | None, ticket: Ticket | None) -> list[tuple[Key, int]]:
     """The limits that apply to a (slot, ticket) pair, as (ledger key, max)."""
-    limits = []
+    limits: list[tuple[Key, int]] = []
     if event_limit(event) is not None:
         limits.append(((slot_id if event.is_multi_slots else None, None), event.seats_max))
     if ticket is not None and ticket.seats_max > 0:
@@ -106,6 +106,8 @@ def availability(
     be had at all"); without a ticket on an event with tickets: the best over its tickets.
     A negative number (data forced in by hand) means sold out.
     """
+    slots: list[int | None]
+    tickets: list[Ticket | None]
     if event.is_multi_slots and slot is None:
         slots = list(event.slots.values_list("pk", flat=True))
         if not slots:
@@ -113,7 +115,7 @@ def availability(
     else:
         slots = [slot.pk if slot is not None else None]
     if ticket is None:
-        tickets = list(event.tickets.all()) or [None]
+        tickets = [*event.tickets.all()] or [None]
     else:
         tickets = [ticket]
     ledger = _ledger(event.pk)
@@ -164,11 +166,77 @@ def summaries(events: Iterable[Event]) -> dict[int, SeatSummary]:
     return result
 
 
+@dataclass(frozen=True)
+class Capacity:
+    """Event-wide seats counting every limit: the event's (per slot on multi-slot) and its
+    tickets' (per (slot, ticket)). `max` / `available` are None when some bookable pair has no
+    limit at all; a negative `available` (data forced in by hand) is sold out too."""
+
+    max: int | None
+    available: int | None
+
+    @property
+    def sold_out(self) -> bool:
+        return self.available is not None and self.available <= 0
+
+
+def _capacity(
+    event: Event, ledger: dict[Key, tuple], slot_ids: list[int], tickets: list[tuple[int, int]]
+) -> Capacity:
+    if event.is_multi_slots and not slot_ids:
+        return Capacity(0, 0)  # nothing can be booked before a slot exists
+    limit = event_limit(event)
+    total_max, total_available = 0, 0
+    for slot_id in slot_ids if event.is_multi_slots else [None]:
+        parts: list[tuple[int, int]] = []  # (max, available) of each limit on this slot
+        if limit is not None:
+            parts.append((limit, limit - _taken(ledger, (slot_id, None))))
+        if tickets and all(maximum > 0 for _, maximum in tickets):
+            parts.append(
+                (
+                    sum(maximum for _, maximum in tickets),
+                    sum(max(0, m - _taken(ledger, (slot_id, t))) for t, m in tickets),
+                )
+            )
+        if not parts:
+            return Capacity(None, None)
+        total_max += min(m for m, _ in parts)
+        total_available += min(a for _, a in parts)
+    return Capacity(total_max, total_available)
+
+
+def capacities(events: Iterable[Event]) -> dict[int, Capacity]:
+    """`Capacity` of many events in three queries whatever their number (admin changelist)."""
+    events = list(events)
+    ids = [e.pk for e in events]
+    ledgers: dict[int, dict[Key, tuple]] = {pk: {} for pk in ids}
+    for row in SeatLedger.objects.filter(event_id__in=ids).values(
+        "event_id", "slot_id", "ticket_id", "reserved", "used"
+    ):
+        ledgers[row["event_id"]][(row["slot_id"], row["ticket_id"])] = (
+            row["reserved"],
+            row["used"],
+        )
+    tickets: dict[int, list[tuple[int, int]]] = {pk: [] for pk in ids}
+    for event_id, ticket_id, maximum in Ticket.objects.filter(event_id__in=ids).values_list(
+        "event_id", "pk", "seats_max"
+    ):
+        tickets[event_id].append((ticket_id, maximum))
+    slots: dict[int, list[int]] = {pk: [] for pk in ids}
+    for event_id, slot_id in Slot.objects.filter(event_id__in=ids).values_list("event_id", "pk"):
+        slots[event_id].append(slot_id)
+    return {e.pk: _capacity(e, ledgers[e.pk], slots[e.pk], tickets[e.pk]) for e in events}
+
+
+def event_capacity(*, event: Event) -> Capacity:
+    return capacities([event])[event.pk]
+
+
 def ticket_summaries(*, event: Event) -> dict[tuple[int | None, int | None], dict]:
     """Per (slot, ticket) pair: taken and availability, for pages and the admin."""
     ledger = _ledger(event.pk)
-    slots = list(event.slots.all()) if event.is_multi_slots else [None]
-    tickets = list(event.tickets.all()) or [None]
+    slots: list[Slot | None] = [*event.slots.all()] if event.is_multi_slots else [None]
+    tickets: list[Ticket | None] = [*event.tickets.all()] or [None]
     result = {}
     for slot in slots:
         slot_id = slot.pk if slot else None
@@ -181,10 +249,16 @@ def ticket_summaries(*, event: Event) -> dict[tuple[int | None, int | None], dic
     return result
 
 
-def can_book(*, event: Event) -> bool:
-    """At least one seat can be had (no limit applies, or some pair has availability > 0)."""
-    value = availability(event=event)
-    return value is None or value > 0
+def ticket_taken(*, event: Event, ticket: Ticket) -> int:
+    """The most seats the ticket's own limit has to cover: its held seats per slot on a
+    multi-slot event (the limit applies per (slot, ticket)), else for the whole event.
+
+    Read after the caller locked the Event row, so no booking moves it meanwhile.
+    """
+    rows = SeatLedger.objects.filter(
+        event_id=event.pk, ticket_id=ticket.pk, slot__isnull=not event.is_multi_slots
+    ).values_list("reserved", "used")
+    return max((reserved + used for reserved, used in rows), default=0)
 
 
 # --- writing (the caller holds the Event row lock) -----------------------------------------
@@ -253,7 +327,7 @@ def apply(*, event: Event, holds: Iterable[Hold]) -> dict[Key, tuple[int, int]]:
             ON CONFLICT ON CONSTRAINT seat_ledger_key DO UPDATE
                SET reserved = l.reserved + EXCLUDED.reserved, used = l.used + EXCLUDED.used
             RETURNING l.slot_id, l.ticket_id, l.reserved, l.used
-        """
+        """  # noqa: S608 — built from constants: `values` repeats a fixed placeholder tuple
     else:
         # Moving or freeing held seats: the rows exist (they hold them). PostgreSQL checks an
         # INSERT's CHECK constraints before ON CONFLICT, so negative deltas take an UPDATE.
@@ -268,7 +342,7 @@ def apply(*, event: Event, holds: Iterable[Hold]) -> dict[Key, tuple[int, int]]:
                AND l.slot_id IS NOT DISTINCT FROM v.slot_id
                AND l.ticket_id IS NOT DISTINCT FROM v.ticket_id
             RETURNING l.slot_id, l.ticket_id, l.reserved, l.used
-        """
+        """  # noqa: S608 — built from constants: `values` repeats a fixed placeholder tuple
         params.append(event.pk)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

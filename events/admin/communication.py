@@ -1,0 +1,166 @@
+"""Communication schedulers, their per-attendee/per-slot rows, the outbox and the audit log."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+
+from events.admin.base import (
+    ReadOnlyAdmin,
+    ServiceErrorsMixin,
+)
+from events.models import (
+    EventAuditLog,
+    Mail,
+    MailOutbox,
+    MailRegistration,
+    MailSlot,
+)
+from events.services import scheduler as scheduler_services
+
+
+def report_run_pass(modeladmin: admin.ModelAdmin, request) -> None:
+    """The "run pass now" action: the pass is global; its report becomes the message."""
+    report = scheduler_services.run_pass()
+    level = messages.WARNING if report.errors else messages.SUCCESS
+    modeladmin.message_user(request, f"Scheduler pass: {report}.", level)
+
+
+@admin.register(Mail)
+class MailAdmin(ServiceErrorsMixin, admin.ModelAdmin):
+    list_display = (
+        "template_ref",
+        "event",
+        "interval_type",
+        "interval_nbr",
+        "interval_unit",
+        "scheduled_date",
+        "state",
+        "mail_count_done",
+        "error_datetime",
+    )
+    list_filter = ("interval_type", "notification_type", "mail_done")
+    search_fields = ("template_ref", "event__name")
+    list_select_related = ("event",)
+    readonly_fields = (
+        "scheduled_date",
+        "mail_done",
+        "mail_count_done",
+        "last_registration_id",
+        "error_datetime",
+        "error_message",
+        "skipped_reason",
+        "created_at",
+    )
+    actions = ["run_pass_now"]
+    add_fields = (
+        "event",
+        "sequence",
+        "template_ref",
+        "notification_type",
+        "interval_nbr",
+        "interval_unit",
+        "interval_type",
+        "include_existing",
+    )
+
+    @admin.display(description="state")
+    def state(self, obj):
+        return obj.mail_state
+
+    def get_fields(self, request, obj=None):
+        return self.add_fields if obj is None else super().get_fields(request, obj)
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return ()
+        return (*(f.name for f in Mail._meta.fields if f.name != "id"), "state")
+
+    def save_model(self, request, obj, form, change):
+        """Adding goes through add_scheduler (date computed, template checked, audited)."""
+        if change:
+            return
+        data = form.cleaned_data
+        mail = scheduler_services.add_scheduler(
+            event=data["event"],
+            sequence=data["sequence"],
+            template_ref=data["template_ref"],
+            notification_type=data["notification_type"],
+            interval_nbr=data["interval_nbr"],
+            interval_unit=data["interval_unit"],
+            interval_type=data["interval_type"],
+            include_existing=data["include_existing"],
+            actor=request.user,
+        )
+        obj.pk = mail.pk
+
+    def delete_model(self, request, obj):
+        scheduler_services.delete_scheduler(scheduler=obj, actor=request.user)
+
+    def delete_queryset(self, request, queryset):
+        for mail in queryset.order_by("pk"):
+            scheduler_services.delete_scheduler(scheduler=mail, actor=request.user)
+
+    @admin.action(description="Run the scheduler pass now", permissions=["change"])
+    def run_pass_now(self, request, queryset):
+        report_run_pass(self, request)
+
+
+@admin.register(MailRegistration)
+class MailRegistrationAdmin(ReadOnlyAdmin):
+    list_display = (
+        "scheduler",
+        "registration",
+        "scheduled_date",
+        "mail_sent",
+        "sent_at",
+        "outcome",
+    )
+    list_filter = ("mail_sent", "outcome")
+    list_select_related = ("scheduler", "registration")
+
+
+@admin.register(MailSlot)
+class MailSlotAdmin(ReadOnlyAdmin):
+    list_display = ("scheduler", "slot", "scheduled_date", "mail_count_done", "mail_done")
+    list_select_related = ("scheduler", "slot")
+
+
+@admin.register(MailOutbox)
+class MailOutboxAdmin(admin.ModelAdmin):
+    list_display = ("recipient", "subject", "state", "attempts", "next_attempt_at", "sent_at")
+    list_filter = ("state",)
+    search_fields = ("recipient", "subject", "message_id")
+    readonly_fields = [f.name for f in MailOutbox._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+
+# --- audit and catalog -----------------------------------------------------------------------
+
+
+@admin.register(EventAuditLog)
+class EventAuditLogAdmin(admin.ModelAdmin):
+    list_display = ("at", "verb", "actor_type", "actor_label", "event_id", "registration_id")
+    list_filter = ("actor_type", "verb")
+    search_fields = ("verb", "actor_label")
+    date_hierarchy = "at"
+    readonly_fields = (
+        "at",
+        "actor_type",
+        "actor_id",
+        "actor_label",
+        "event",
+        "registration",
+        "verb",
+        "data",
+    )
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

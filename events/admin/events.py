@@ -1,0 +1,517 @@
+"""Events, their tickets, slots and questions: every write goes through a service verb
+(events, tickets, questions); overlays add to the Event admin through `extensions`."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.utils.html import format_html
+
+from events.admin.base import (
+    ReadOnlyInline,
+    RowVerbs,
+    ServiceAdmin,
+    ServiceErrorsMixin,
+    ServiceInline,
+    delete_each,
+    form_fields,
+    run_verb,
+)
+from events.admin.communication import report_run_pass
+from events.admin.extensions import event_extensions
+from events.models import (
+    Event,
+    LinkedProduct,
+    Mail,
+    Question,
+    QuestionChoice,
+    Slot,
+    Ticket,
+)
+from events.services import events as event_services
+from events.services import questions, reference, seats, tickets
+
+TICKET_ROWS = RowVerbs(
+    create=lambda event, actor, fields: tickets.create_ticket(actor=actor, event=event, **fields),
+    update=lambda t, actor, fields: tickets.update_ticket(ticket=t, actor=actor, **fields),
+    delete=lambda t, actor: tickets.delete_ticket(ticket=t, actor=actor),
+)
+QUESTION_ROWS = RowVerbs(
+    create=lambda event, actor, fields: questions.create_question(
+        actor=actor, event=event, **fields
+    ),
+    update=lambda q, actor, fields: questions.update_question(question=q, actor=actor, **fields),
+    delete=lambda q, actor: questions.delete_question(question=q, actor=actor),
+)
+
+
+class TicketInline(ServiceInline):
+    model = Ticket
+    fk_name = "event"
+    verbs = TICKET_ROWS
+    fields = (
+        "name",
+        "sequence",
+        "seats_max",
+        "price",
+        "product_ref",
+        "limit_max_per_order",
+        "start_sale_datetime",
+        "end_sale_datetime",
+    )
+
+
+class SlotInline(admin.TabularInline):
+    model = Slot
+    extra = 0
+    fields = ("date", "start_hour", "end_hour", "start_datetime", "end_datetime")
+    readonly_fields = ("date", "start_hour", "end_hour", "start_datetime", "end_datetime")
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False  # slots are added through the add_slot service (dates in the event tz)
+
+
+class AnsweredQuestionForm(forms.ModelForm):
+    """On an answered question the type is shown but cannot change (spec.md §2.7)."""
+
+    class Meta:
+        model = Question
+        fields = ("title", "question_type", "is_mandatory_answer", "once_per_order", "sequence")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk and self.instance.answers.exists():
+            self.fields["question_type"].disabled = True
+            self.fields["question_type"].help_text = "Answered: the type cannot change."
+
+
+class QuestionInline(ServiceInline):
+    model = Question
+    form = AnsweredQuestionForm
+    fk_name = "event"
+    verbs = QUESTION_ROWS
+    fields = (
+        "title",
+        "question_type",
+        "is_mandatory_answer",
+        "once_per_order",
+        "sequence",
+        "active",
+    )
+    show_change_link = True
+
+
+class MailInline(ReadOnlyInline):
+    model = Mail
+    fields = (
+        "template_ref",
+        "notification_type",
+        "interval_nbr",
+        "interval_unit",
+        "interval_type",
+        "scheduled_date",
+        "state",
+        "mail_count_done",
+        "error_datetime",
+        "error_message",
+        "skipped_reason",
+    )
+    readonly_fields = fields
+
+    @admin.display(description="state")
+    def state(self, obj: Mail) -> str:
+        return obj.mail_state
+
+
+@admin.register(Event)
+class EventAdmin(ServiceAdmin):
+    list_display = (
+        "name",
+        "date_begin",
+        "stage",
+        "is_published",
+        "seats_reserved",
+        "seats_used",
+        "seats_available",
+        "kanban_state",
+    )
+    list_filter = (
+        "stage",
+        "kanban_state",
+        "is_published",
+        "is_multi_slots",
+        "event_type",
+        "active",
+        "tags",
+    )
+    search_fields = ("name", "venue", "organizer")
+    date_hierarchy = "date_begin"
+    filter_horizontal = ("tags",)
+    list_select_related = ("stage",)
+    readonly_fields = (
+        "kanban_state",
+        "is_published",
+        "ics_sequence",
+        "created_at",
+        "updated_at",
+        "seat_summary",
+    )
+    inlines = [TicketInline, SlotInline, QuestionInline, MailInline]
+    actions = ["publish", "unpublish", "mark_done", "cancel_event", "run_pass_now"]
+    fieldsets = (
+        (None, {"fields": ("name", "event_type", "stage", "kanban_state", "is_published", "tags")}),
+        ("When", {"fields": ("date_begin", "date_end", "date_tz", "is_multi_slots")}),
+        ("Seats", {"fields": ("seats_limited", "seats_max", "seat_summary")}),
+        ("Where", {"fields": ("venue", "address", "country", "organizer")}),
+        ("Texts", {"fields": ("description", "ticket_instructions", "note", "lang", "currency")}),
+        (
+            "System",
+            {
+                "fields": ("active", "ics_sequence", "created_at", "updated_at"),
+                "classes": ("collapse",),
+            },
+        ),
+    )
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("stage", "event_type")
+
+    # --- the overlays' additions (events.admin.extensions), read on every request ---------
+
+    def get_inlines(self, request, obj):
+        extra = [inline for ext in event_extensions() for inline in ext.inlines]
+        return [*super().get_inlines(request, obj), *extra]
+
+    def get_list_display(self, request):
+        extra = [column for ext in event_extensions() for column in ext.list_display]
+        return (*super().get_list_display(request), *extra)
+
+    def get_readonly_fields(self, request, obj=None):
+        extra = [field for ext in event_extensions() for field in ext.readonly_fields]
+        return (*super().get_readonly_fields(request, obj), *extra)
+
+    def get_fieldsets(self, request, obj=None):
+        """The overlays' read-only fields show in an "Overlays" section of the change page."""
+        extra = [field for ext in event_extensions() for field in ext.readonly_fields]
+        fieldsets = super().get_fieldsets(request, obj)
+        if not extra:
+            return fieldsets
+        return (*fieldsets, ("Overlays", {"fields": tuple(extra)}))
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        for ext in event_extensions():
+            for func in ext.actions:
+                name = func.__name__
+                description = getattr(func, "short_description", name.replace("_", " "))
+                actions[name] = (func, name, description)
+        return actions
+
+    def changelist_view(self, request, extra_context=None):
+        response = super().changelist_view(request, extra_context)
+        cl = getattr(response, "context_data", {}).get("cl")
+        if cl is not None:
+            # One batch for the page, kept on the listed rows themselves (this ModelAdmin
+            # instance is shared by every request, so it must not hold per-request data).
+            page = list(cl.result_list)
+            summaries = seats.summaries(page)
+            capacities = seats.capacities(page)
+            for event in page:
+                event._seat_summary = summaries[event.pk]
+                event._seat_capacity = capacities[event.pk]
+            for ext in event_extensions():
+                if ext.prefetch is not None:
+                    ext.prefetch(page)
+        return response
+
+    def _summary(self, obj: Event) -> seats.SeatSummary:
+        summary = getattr(obj, "_seat_summary", None)
+        if summary is None:
+            summary = obj._seat_summary = seats.event_summary(event=obj)
+        return summary
+
+    def _capacity(self, obj: Event) -> seats.Capacity:
+        """Every limit counted: the event's and its tickets' (per slot), not the event's only."""
+        capacity = getattr(obj, "_seat_capacity", None)
+        if capacity is None:
+            capacity = obj._seat_capacity = seats.event_capacity(event=obj)
+        return capacity
+
+    @admin.display(description="reserved")
+    def seats_reserved(self, obj):
+        return self._summary(obj).reserved
+
+    @admin.display(description="used")
+    def seats_used(self, obj):
+        return self._summary(obj).used
+
+    @admin.display(description="available")
+    def seats_available(self, obj):
+        capacity = self._capacity(obj)
+        if capacity.available is None:
+            return "∞"
+        return f"{capacity.available} (sold out)" if capacity.sold_out else capacity.available
+
+    @admin.display(description="seats")
+    def seat_summary(self, obj):
+        if obj.pk is None:
+            return "—"
+        s = self._summary(obj)
+        capacity = self._capacity(obj)
+        return format_html(
+            "reserved {} · used {} · taken {} · max {} · available {}",
+            s.reserved,
+            s.used,
+            s.taken,
+            "unlimited" if capacity.max is None else capacity.max,
+            "∞" if capacity.available is None else capacity.available,
+        )
+
+    def save_model(self, request, obj, form, change):
+        """Forward to the event services: creation applies the template once, edits audit."""
+        data = {f: form.cleaned_data[f] for f in form.changed_data if f in form.cleaned_data}
+        tags = data.pop("tags", None)
+        if change:
+            event = event_services.update_event(event=obj, actor=request.user, **data)
+        else:
+            for f in ("name", "date_begin", "date_end", "date_tz", "event_type"):
+                data.pop(f, None)
+            event = event_services.create_event(
+                name=obj.name,
+                date_begin=obj.date_begin,
+                date_end=obj.date_end,
+                date_tz=obj.date_tz,
+                event_type=obj.event_type,
+                actor=request.user,
+                **data,
+            )
+        obj.pk = event.pk
+        obj.__dict__.update({k: v for k, v in event.__dict__.items() if not k.startswith("_")})
+        if tags is not None:
+            reference.set_event_tags(event=event, tags=tags, actor=request.user)
+
+    @admin.action(description="Publish", permissions=["change"])
+    def publish(self, request, queryset: QuerySet[Event]):
+        run_verb(
+            self,
+            request,
+            queryset,
+            lambda e: event_services.publish(event=e, actor=request.user),
+            "Published",
+        )
+
+    @admin.action(description="Unpublish", permissions=["change"])
+    def unpublish(self, request, queryset):
+        run_verb(
+            self,
+            request,
+            queryset,
+            lambda e: event_services.unpublish(event=e, actor=request.user),
+            "Unpublished",
+        )
+
+    @admin.action(description="Mark as done", permissions=["change"])
+    def mark_done(self, request, queryset):
+        run_verb(
+            self,
+            request,
+            queryset,
+            lambda e: event_services.mark_done(event=e, actor=request.user),
+            "Marked done",
+        )
+
+    @admin.action(description="Cancel the event", permissions=["change"])
+    def cancel_event(self, request, queryset):
+        run_verb(
+            self,
+            request,
+            queryset,
+            lambda e: event_services.cancel_event(event=e, actor=request.user),
+            "Cancelled",
+        )
+
+    @admin.action(description="Run the scheduler pass now", permissions=["change"])
+    def run_pass_now(self, request, queryset):
+        report_run_pass(self, request)
+
+
+@admin.register(Ticket)
+class TicketAdmin(ServiceAdmin):
+    list_display = (
+        "name",
+        "event",
+        "event_type",
+        "price",
+        "seats_max",
+        "start_sale_datetime",
+        "end_sale_datetime",
+    )
+    list_filter = ("event_type",)
+    search_fields = ("name", "event__name", "product_ref")
+    list_select_related = ("event", "event_type")
+    autocomplete_fields = ("event",)
+
+    def get_readonly_fields(self, request, obj=None):
+        """A ticket never changes owner (one with registrations: a database trigger refuses
+        it too); its terms go through tickets.update_ticket."""
+        return ("event", "event_type") if obj is not None else ()
+
+    def save_model(self, request, obj, form, change):
+        fields = form_fields(form, changed_only=change)
+        if change:
+            tickets.update_ticket(ticket=obj, actor=request.user, **fields)
+        else:
+            obj.pk = tickets.create_ticket(actor=request.user, **fields).pk
+
+    def delete_model(self, request, obj):
+        tickets.delete_ticket(ticket=obj, actor=request.user)
+
+    def delete_queryset(self, request, queryset):
+        delete_each(
+            self, request, queryset, lambda t: tickets.delete_ticket(ticket=t, actor=request.user)
+        )
+
+
+@admin.register(Slot)
+class SlotAdmin(ServiceErrorsMixin, admin.ModelAdmin):
+    """Slots are added and deleted through the event services (times in the event's zone,
+    audited, reminders rescheduled); once created a slot is read-only."""
+
+    list_display = ("__str__", "event", "start_datetime", "end_datetime")
+    list_filter = ("event",)
+    search_fields = ("event__name",)
+    list_select_related = ("event",)
+    fields = ("event", "date", "start_hour", "end_hour", "start_datetime", "end_datetime")
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.fields if obj is not None else ("start_datetime", "end_datetime")
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            return
+        data = form.cleaned_data
+        slot = event_services.add_slot(
+            event=data["event"],
+            date=data["date"],
+            start_hour=data["start_hour"],
+            end_hour=data["end_hour"],
+            actor=request.user,
+        )
+        obj.pk = slot.pk
+
+    def save_related(self, request, form, formsets, change):
+        """The service wrote the slot and its audit entry."""
+
+    def delete_model(self, request, obj):
+        event_services.delete_slot(slot=obj, actor=request.user)
+
+    def delete_queryset(self, request, queryset):
+        delete_each(
+            self,
+            request,
+            queryset,
+            lambda s: event_services.delete_slot(slot=s, actor=request.user),
+        )
+
+
+CHOICE_ROWS = RowVerbs(
+    create=lambda question, actor, fields: questions.create_choice(
+        question=question, actor=actor, **fields
+    ),
+    update=lambda c, actor, fields: questions.update_choice(choice=c, actor=actor, **fields),
+    delete=lambda c, actor: questions.delete_choice(choice=c, actor=actor),
+)
+
+
+class QuestionChoiceInline(ServiceInline):
+    model = QuestionChoice
+    fields = ("name", "sequence")
+    verbs = CHOICE_ROWS
+
+
+@admin.register(Question)
+class QuestionAdmin(ServiceAdmin):
+    list_display = (
+        "title",
+        "event",
+        "event_type",
+        "question_type",
+        "is_mandatory_answer",
+        "once_per_order",
+        "active",
+    )
+    list_filter = ("question_type", "is_mandatory_answer", "active")
+    search_fields = ("title", "event__name")
+    list_select_related = ("event", "event_type")
+    inlines = [QuestionChoiceInline]
+
+    def get_readonly_fields(self, request, obj=None):
+        """A question never changes owner; an answered one keeps its type too (spec.md §2.7;
+        questions.update_question and a database trigger refuse it)."""
+        if obj is None:
+            return ()
+        if obj.answers.exists():
+            return ("question_type", "event", "event_type")
+        return ("event", "event_type")
+
+    def save_model(self, request, obj, form, change):
+        fields = form_fields(form, changed_only=change)
+        if change:
+            questions.update_question(question=obj, actor=request.user, **fields)
+        else:
+            obj.pk = questions.create_question(actor=request.user, **fields).pk
+
+    def delete_model(self, request, obj):
+        questions.delete_question(question=obj, actor=request.user)
+
+    def delete_queryset(self, request, queryset):
+        delete_each(
+            self,
+            request,
+            queryset,
+            lambda q: questions.delete_question(question=q, actor=request.user),
+        )
+
+
+@admin.register(LinkedProduct)
+class LinkedProductAdmin(admin.ModelAdmin):
+    list_display = ("event_name", "ticket_name", "product_ref", "price", "currency", "is_published")
+    list_filter = ("is_published",)
+    search_fields = ("event_name", "ticket_name", "product_ref")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(QuestionChoice)
+class QuestionChoiceAdmin(ServiceAdmin):
+    list_display = ("name", "question", "sequence")
+    search_fields = ("name", "question__title")
+    list_select_related = ("question",)
+
+    def get_readonly_fields(self, request, obj=None):
+        return ("question",) if obj is not None else ()  # a choice never moves
+
+    def save_model(self, request, obj, form, change):
+        fields = form_fields(form, changed_only=change)
+        if change:
+            questions.update_choice(choice=obj, actor=request.user, **fields)
+        else:
+            question = fields.pop("question")
+            obj.pk = questions.create_choice(question=question, actor=request.user, **fields).pk
+
+    def delete_model(self, request, obj):
+        questions.delete_choice(choice=obj, actor=request.user)
+
+    def delete_queryset(self, request, queryset):
+        delete_each(
+            self, request, queryset, lambda c: questions.delete_choice(choice=c, actor=request.user)
+        )

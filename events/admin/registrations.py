@@ -1,0 +1,206 @@
+"""Registrations and the rows services keep about them (answers, seat ledger, intake keys)."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from events.admin.base import (
+    ReadOnlyAdmin,
+    ReadOnlyInline,
+    ServiceAdmin,
+    run_verb,
+)
+from events.models import (
+    IntakeIdempotency,
+    MailRegistration,
+    Registration,
+    RegistrationAnswer,
+    RegistrationState,
+    SeatLedger,
+)
+from events.services import capability
+from events.services import registrations as registration_services
+
+
+class AnswerInline(ReadOnlyInline):
+    model = RegistrationAnswer
+    fields = ("question", "choice", "text_value")
+    readonly_fields = fields
+
+
+class MailRowInline(ReadOnlyInline):
+    model = MailRegistration
+    fields = ("scheduler", "scheduled_date", "mail_sent", "sent_at", "outcome")
+    readonly_fields = fields
+
+
+@admin.register(Registration)
+class RegistrationAdmin(ServiceAdmin):
+    list_display = (
+        "id",
+        "name",
+        "email",
+        "event",
+        "ticket",
+        "slot",
+        "state",
+        "sale_status",
+        "is_paid",
+        "barcode",
+        "created_at",
+    )
+    list_filter = ("state", "sale_status", "is_paid", "active", "contact_source", "event")
+    search_fields = (
+        "name",
+        "email",
+        "phone",
+        "barcode",
+        "partner_ref",
+        "sale_order_ref",
+        "company_name",
+    )
+    list_select_related = ("event", "ticket", "slot")
+    readonly_fields = (
+        "event",
+        "ticket",
+        "slot",
+        "state",
+        "active",
+        "barcode",
+        "partner_ref",
+        "contact_source",
+        "sale_order_ref",
+        "sale_order_line_ref",
+        "sale_status",
+        "is_paid",
+        "utm_source",
+        "utm_medium",
+        "utm_campaign",
+        "confirmed_at",
+        "date_closed",
+        "token_version",
+        "created_at",
+        "updated_at",
+        "name",
+        "email",
+        "phone",
+        "company_name",
+    )
+    inlines = [AnswerInline, MailRowInline]
+    actions = [
+        "confirm",
+        "cancel",
+        "mark_attended",
+        "undo_attendance",
+        "reset_to_draft",
+        "archive",
+        "unarchive",
+        "revoke_links",
+    ]
+
+    add_fields = ("event", "ticket", "slot", "name", "email", "phone", "company_name", "state")
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_fields if obj is not None else ()
+
+    def get_fields(self, request, obj=None):
+        return self.add_fields if obj is None else super().get_fields(request, obj)
+
+    def get_inlines(self, request, obj):
+        return self.inlines if obj is not None else []
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        if obj is None:
+            form.base_fields["state"].choices = [
+                (RegistrationState.OPEN, "Registered"),
+                (RegistrationState.DRAFT, "Unconfirmed"),
+            ]
+            form.base_fields["state"].initial = RegistrationState.OPEN
+        return form
+
+    def save_model(self, request, obj, form, change):
+        """Adding goes through the register service (seat check, audit); edits are verbs."""
+        if change:
+            return
+        data = form.cleaned_data
+        (registration,) = registration_services.register(
+            event=data["event"],
+            ticket=data.get("ticket"),
+            slot=data.get("slot"),
+            state=data["state"],
+            attendees=[{f: data.get(f) or "" for f in ("name", "email", "phone", "company_name")}],
+            actor=request.user,
+        )
+        obj.pk = registration.pk
+        obj.barcode = registration.barcode
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # archive instead: a registration is history
+
+    def _verb(self, request, queryset, verb, done):
+        run_verb(
+            self,
+            request,
+            queryset.order_by("pk"),
+            lambda r: verb(registration=r, actor=request.user),
+            done,
+        )
+
+    @admin.action(description="Confirm", permissions=["change"])
+    def confirm(self, request, queryset):
+        self._verb(request, queryset, registration_services.confirm, "Confirmed")
+
+    @admin.action(description="Cancel", permissions=["change"])
+    def cancel(self, request, queryset):
+        self._verb(request, queryset, registration_services.cancel, "Cancelled")
+
+    @admin.action(description="Mark attended", permissions=["checkin"])
+    def mark_attended(self, request, queryset):
+        self._verb(request, queryset, registration_services.mark_attended, "Marked attended")
+
+    @admin.action(description="Undo attendance", permissions=["change"])
+    def undo_attendance(self, request, queryset):
+        self._verb(request, queryset, registration_services.undo_attendance, "Undone")
+
+    @admin.action(description="Reset to draft", permissions=["change"])
+    def reset_to_draft(self, request, queryset):
+        self._verb(request, queryset, registration_services.reset_to_draft, "Reset to draft")
+
+    @admin.action(description="Archive", permissions=["change"])
+    def archive(self, request, queryset):
+        self._verb(request, queryset, registration_services.archive, "Archived")
+
+    @admin.action(description="Unarchive", permissions=["change"])
+    def unarchive(self, request, queryset):
+        self._verb(request, queryset, registration_services.unarchive, "Unarchived")
+
+    @admin.action(description="Revoke the attendee's links", permissions=["change"])
+    def revoke_links(self, request, queryset):
+        """Every link minted before stops opening (capability.revoke_links bumps the version);
+        links sent afterwards carry the new version."""
+        self._verb(request, queryset, capability.revoke_links, "Links revoked")
+
+    def has_checkin_permission(self, request):
+        return request.user.has_perm("events.checkin_registration")
+
+
+@admin.register(RegistrationAnswer)
+class RegistrationAnswerAdmin(ReadOnlyAdmin):
+    list_display = ("registration", "question", "choice", "text_value")
+    list_select_related = ("registration", "question", "choice")
+    search_fields = ("text_value", "registration__name", "question__title")
+
+
+@admin.register(SeatLedger)
+class SeatLedgerAdmin(ReadOnlyAdmin):
+    list_display = ("event", "slot", "ticket", "reserved", "used")
+    list_select_related = ("event", "slot", "ticket")
+    list_filter = ("event",)
+
+
+@admin.register(IntakeIdempotency)
+class IntakeIdempotencyAdmin(ReadOnlyAdmin):
+    list_display = ("key", "event", "status_code", "created_at")
+    list_select_related = ("event",)
+    search_fields = ("key",)
