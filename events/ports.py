@@ -83,29 +83,34 @@ class EventTemplateRenderer(ABC):
 
 
 class EventMailQueue(ABC):
-    """Accepts rendered mails, inside the caller's transaction (a rollback must undo it)."""
+    """Accepts rendered mails, inside the caller's transaction (a rollback must undo it).
+
+    Both queue ports take the same shape: `enqueue(*, message)` and
+    `enqueue_many(*, messages)`; an adapter overrides `enqueue` (and `enqueue_many` when it
+    can write a batch at once)."""
 
     port_name = "EventMailQueue"
 
     @abstractmethod
-    def enqueue(self, *, mail: OutgoingMail) -> None: ...
+    def enqueue(self, *, message: OutgoingMail) -> None: ...
 
-    def enqueue_many(self, *, mails: Sequence[OutgoingMail]) -> None:
-        for mail in mails:
-            self.enqueue(mail=mail)
+    def enqueue_many(self, *, messages: Sequence[OutgoingMail]) -> None:
+        for message in messages:
+            self.enqueue(message=message)
 
 
 class EventSmsQueue(ABC):
-    """Accepts rendered SMS, inside the caller's transaction (a rollback must undo it)."""
+    """Accepts rendered SMS, inside the caller's transaction (a rollback must undo it); the
+    same shape as `EventMailQueue`."""
 
     port_name = "EventSmsQueue"
 
     @abstractmethod
-    def enqueue(self, *, sms: OutgoingSms) -> None: ...
+    def enqueue(self, *, message: OutgoingSms) -> None: ...
 
     def enqueue_many(self, *, messages: Sequence[OutgoingSms]) -> None:
-        for sms in messages:
-            self.enqueue(sms=sms)
+        for message in messages:
+            self.enqueue(message=message)
 
 
 class EventLeadSink(ABC):
@@ -142,17 +147,17 @@ class RefusingTemplateRenderer(EventTemplateRenderer):
 class RefusingMailQueue(EventMailQueue):
     refusing = True
 
-    def enqueue(self, *, mail: OutgoingMail) -> None:
+    def enqueue(self, *, message: OutgoingMail) -> None:
         raise _refuse(self.port_name, "EVENT_MAIL_QUEUE")
 
-    def enqueue_many(self, *, mails: Sequence[OutgoingMail]) -> None:
+    def enqueue_many(self, *, messages: Sequence[OutgoingMail]) -> None:
         raise _refuse(self.port_name, "EVENT_MAIL_QUEUE")
 
 
 class RefusingSmsQueue(EventSmsQueue):
     refusing = True
 
-    def enqueue(self, *, sms: OutgoingSms) -> None:
+    def enqueue(self, *, message: OutgoingSms) -> None:
         raise _refuse(self.port_name, "EVENT_SMS_QUEUE")
 
     def enqueue_many(self, *, messages: Sequence[OutgoingSms]) -> None:

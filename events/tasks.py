@@ -1,4 +1,7 @@
-"""Thin Celery tasks: each takes ids, calls a service."""
+"""Thin Celery tasks: each takes ids, calls a service.
+
+Services nudge these by their registered names (`events.services.nudge`), never by import.
+"""
 
 from celery import shared_task
 
@@ -11,14 +14,14 @@ def done_sweep() -> int:
     return event_services.done_sweep()
 
 
-@shared_task(name="events.run_pass")
+@shared_task(name=nudge.PASS_TASK)
 def run_pass_task() -> dict:
     """The scheduler pass: beat runs it every minute; nudges run it after commits."""
     nudge.started(key=nudge.PASS_KEY)
     return scheduler.run_pass().as_dict()
 
 
-@shared_task(name="events.deliver_outbox")
+@shared_task(name=nudge.DELIVERY_TASK)
 def deliver_outbox_task() -> dict:
     """Deliver queued outbox mails (beat every minute retries the ones in backoff)."""
     nudge.started(key=nudge.DELIVERY_KEY)

@@ -9,6 +9,13 @@ echo "== ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 
+echo "== mypy (django-stubs) on the service layers that exist (config: pyproject.toml)"
+services=()
+for dir in events/services booths/services leads/services seams/services sms/services desk/services; do
+  if [ -d "$dir" ]; then services+=("$dir"); fi
+done
+.venv/bin/mypy "${services[@]}"
+
 echo "== migrations match the models"
 $PY manage.py makemigrations --check --dry-run
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import zoneinfo
 from collections.abc import Callable
 from datetime import date as date_type
-from datetime import datetime, time, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -33,7 +33,8 @@ from events.models import (
     Stage,
     Ticket,
 )
-from events.services import audit, intervals, locks
+from events.services import audit, locks, scheduler
+from events.services.scheduler import dates
 
 EDITABLE = {
     "name",
@@ -87,7 +88,7 @@ def _jsonable(value: Any) -> Any:
     return value if isinstance(value, str | int | float | bool | type(None)) else str(value)
 
 
-def first_stage() -> Stage:
+def first_stage() -> Stage | None:
     return Stage.objects.order_by("sequence", "pk").first()
 
 
@@ -192,14 +193,7 @@ def _apply_template(event: Event, event_type: EventType, actor: Any) -> None:
             notification_type=line.notification_type,
             created_at=now,
         )
-        mail.scheduled_date = intervals.scheduled_date(
-            interval_type=mail.interval_type,
-            interval_nbr=mail.interval_nbr,
-            interval_unit=mail.interval_unit,
-            created_at=now,
-            begin=event.date_begin,
-            end=event.date_end,
-        )
+        mail.scheduled_date = dates.mail_date(mail, event, [])  # a new event: no slots
         mails.append(mail)
     Mail.objects.bulk_create(mails)
     hooks.run(hooks.event_created_from_type, event, event_type, actor)
@@ -244,8 +238,6 @@ def update_event(*, event: Event, actor: Any, **fields: Any) -> Event:
             changes["slots_moved"] = [slot.pk for slot in moved_slots]
         audit.record(actor=actor, verb="event.updated", event=event, data=changes)
         if times_changed:
-            from events.services import scheduler
-
             scheduler.reschedule(event=event)
     return event
 
@@ -254,7 +246,7 @@ def _slot_times(event: Event) -> list[Slot]:
     """The event's slots whose UTC times change with the event's (new) time zone."""
     moved = []
     for slot in event.slots.all():
-        start, end = slot_datetimes(event, slot.date, slot.start_hour, slot.end_hour)
+        start, end = dates.slot_datetimes(event, slot.date, slot.start_hour, slot.end_hour)
         if (start, end) != (slot.start_datetime, slot.end_datetime):
             slot.start_datetime, slot.end_datetime = start, end
             moved.append(slot)
@@ -264,17 +256,23 @@ def _slot_times(event: Event) -> list[Slot]:
 def _check_slots_inside(event: Event, moved: list[Slot]) -> None:
     """Every slot must still lie inside the event's dates (spec.md §2.4)."""
     by_pk = {slot.pk: slot for slot in moved}
-    outside = [
-        slot.pk
-        for slot in (by_pk.get(s.pk, s) for s in event.slots.all())
-        if slot.start_datetime < event.date_begin or slot.end_datetime > event.date_end
-    ]
+    slots = [by_pk.get(s.pk, s) for s in event.slots.all()]
+    _check_inside(
+        event, [(s.pk, s.start_datetime, s.end_datetime) for s in slots], field="date_begin"
+    )
+
+
+def _check_inside(
+    event: Event, spans: list[tuple[int | None, datetime, datetime]], *, field: str
+) -> None:
+    """The one slot-inside-the-event rule and message, for a new slot and for moved dates."""
+    outside = [pk for pk, start, end in spans if start < event.date_begin or end > event.date_end]
     if outside:
         raise ValidationFailed(
-            "Some time slots would lie outside the event's dates; move or delete them first.",
+            "A time slot must lie inside the event's dates; move or delete the slots outside.",
             code="invalid_value",
-            field="date_begin",
-            slots=outside,
+            field=field,
+            slots=[pk for pk in outside if pk is not None],
         )
 
 
@@ -365,14 +363,6 @@ def done_sweep(*, now: datetime | None = None) -> int:
     return sum(_set(Event(pk=pk), audit.SYSTEM, "event.done", decide)[1] for pk in ids)
 
 
-def slot_datetimes(event: Event, day: date_type, start_hour: float, end_hour: float):
-    tz = zoneinfo.ZoneInfo(event.date_tz)
-    midnight = datetime.combine(day, time(0), tzinfo=tz)
-    start = midnight + timedelta(minutes=round(start_hour * 60))
-    end = midnight + timedelta(minutes=round(end_hour * 60))
-    return start.astimezone(zoneinfo.ZoneInfo("UTC")), end.astimezone(zoneinfo.ZoneInfo("UTC"))
-
-
 def add_slot(
     *, event: Event, date: date_type, start_hour: float, end_hour: float, actor: Any
 ) -> Slot:
@@ -384,11 +374,16 @@ def add_slot(
         event = locks.lock_event(event.pk)
         if event.kanban_state == KanbanState.CANCEL:
             raise RegistrationsClosed("The event is cancelled.")
-        start, end = slot_datetimes(event, date, start_hour, end_hour)
-        if start < event.date_begin or end > event.date_end:
+        if not event.is_multi_slots:
+            # The seat ledger of a single-slot event has no slot key: a slot would hold
+            # nobody's seats and gate reminders of an event that has none.
             raise ValidationFailed(
-                "A slot must lie inside the event's dates.", code="invalid_value", field="date"
+                "Only a multi-slot event takes time slots; switch the event to slots first.",
+                code="invalid_value",
+                field="is_multi_slots",
             )
+        start, end = dates.slot_datetimes(event, date, start_hour, end_hour)
+        _check_inside(event, [(None, start, end)], field="date")
         slot = Slot.objects.create(
             event=event,
             date=date,
@@ -404,8 +399,6 @@ def add_slot(
             data={"slot": slot.pk, "start": start.isoformat(), "end": end.isoformat()},
         )
         # A new slot's reminders: re-arm a multi-slot scheduler already done on older slots.
-        from events.services import scheduler
-
         scheduler.reschedule(event=event)
     return slot
 
@@ -428,6 +421,4 @@ def delete_slot(*, slot: Slot, actor: Any) -> None:
         }
         Slot.objects.filter(pk=slot.pk).delete()
         audit.record(actor=actor, verb="slot.deleted", event=event, data=data)
-        from events.services import scheduler
-
         scheduler.reschedule(event=event)

@@ -1,16 +1,23 @@
-"""De-duplicated nudges of the background passes, sent after commit (spec.md §6.4).
+"""De-duplicated nudges of background tasks, sent after commit (spec.md §6.4).
 
-A nudge enqueues its Celery task only after the surrounding transaction commits (never inside
-it), and only when no nudge of the same kind is already pending: a Redis `SET key NX EX 5`
-(Django's cache `add` on the Redis cache). The task clears the key when it starts, so nudges
-that arrive while a pass runs queue exactly one more pass. Beat runs every pass each minute as
-the safety net, so a nudge lost to a broker outage only delays work (it is logged).
+Invariants:
+- a nudge publishes its Celery task only after the surrounding transaction commits (never
+  inside it), and only when no nudge of the same key is already pending: a Redis
+  `SET key NX EX 5` (Django's cache `add` on the Redis cache). The task clears the key when it
+  starts (`started`), so nudges that arrive while a run is under way queue exactly one more;
+- tasks are published by their registered name (`publish`), so services never import a
+  tasks module (no import cycle) and an overlay nudges its own task the same way:
+  `nudge.after_commit(key="sms:nudge:...", task="sms.send_pass")`;
+- best effort: a broker or Redis error is logged (WARNING; anything unforeseen: ERROR with its
+  traceback), never raised into the committed write. Beat
+  runs every pass each minute as the safety net, so a lost nudge only delays work.
 """
 
 from __future__ import annotations
 
 import logging
 
+from celery import current_app
 from django.core.cache import cache
 from django.db import transaction
 from kombu.exceptions import OperationalError as BrokerError
@@ -21,24 +28,36 @@ logger = logging.getLogger("events.nudge")
 DEDUP_SECONDS = 5
 PASS_KEY = "events:nudge:scheduler-pass"  # noqa: S105 — a cache key
 DELIVERY_KEY = "events:nudge:outbox-delivery"
+PASS_TASK = "events.run_pass"  # noqa: S105 — a Celery task name
+DELIVERY_TASK = "events.deliver_outbox"
 
 
-def _send(key: str, task_name: str) -> bool:
-    from events import tasks
+def publish(task: str) -> None:
+    """The one publish point: send the task registered under `task` to the broker."""
+    current_app.send_task(task)
 
+
+def _send(key: str, task: str) -> bool:
     try:
         if not cache.add(key, "1", timeout=DEDUP_SECONDS):
             return False
-        getattr(tasks, task_name).apply_async()
+        publish(task)
     except (BrokerError, RedisError, ConnectionError) as exc:
-        logger.warning("nudge %s not sent (beat will run it): %s", task_name, exc)
+        logger.warning("nudge %s not sent (beat will run it): %s", task, exc)
+        return False
+    except Exception:
+        # Runs after the write committed: an unforeseen publisher failure (a closed connection
+        # pool, a misconfigured app) must not turn a committed write into an error. Logged
+        # loudly with its traceback; beat still runs the task within a minute.
+        logger.exception("nudge %s not sent (beat will run it)", task)
         return False
     return True
 
 
-def after_commit(*, key: str, task_name: str) -> None:
-    """Enqueue `events.tasks.<task_name>` once the current transaction commits."""
-    transaction.on_commit(lambda: _send(key, task_name))
+def after_commit(*, key: str, task: str) -> None:
+    """Publish the Celery task registered as `task` once the current transaction commits,
+    unless a nudge under `key` is already pending."""
+    transaction.on_commit(lambda: _send(key, task))
 
 
 def started(*, key: str) -> None:
@@ -50,8 +69,8 @@ def started(*, key: str) -> None:
 
 
 def scheduler_pass() -> None:
-    after_commit(key=PASS_KEY, task_name="run_pass_task")
+    after_commit(key=PASS_KEY, task=PASS_TASK)
 
 
 def outbox_delivery() -> None:
-    after_commit(key=DELIVERY_KEY, task_name="deliver_outbox_task")
+    after_commit(key=DELIVERY_KEY, task=DELIVERY_TASK)

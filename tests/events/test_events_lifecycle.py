@@ -531,3 +531,80 @@ def test_a_new_time_zone_moves_the_slots_and_their_reminders(actor):
     assert Mail.objects.get(pk=mail.pk).scheduled_date == slot.start_datetime - timedelta(hours=1)
     row = EventAuditLog.objects.filter(event=event, verb="event.updated").latest("id")
     assert row.data["slots_moved"] == [slot.pk]
+
+
+@pytest.mark.django_db
+def test_add_slot_on_a_single_slot_event_is_refused_and_writes_nothing(actor):
+    from events.models import EventAuditLog, Slot
+    from tests.helpers import snapshot
+
+    begin = timezone.now() + timedelta(days=10)
+    event = event_services.create_event(
+        name="Talk", date_begin=begin, date_end=begin + timedelta(hours=8), actor=actor
+    )
+    before = (snapshot(event), EventAuditLog.objects.count())
+
+    with pytest.raises(DomainError) as caught:
+        event_services.add_slot(
+            event=event, date=begin.date(), start_hour=9.0, end_hour=10.0, actor=actor
+        )
+
+    assert (caught.value.code, caught.value.details["field"]) == ("invalid_value", "is_multi_slots")
+    assert not Slot.objects.filter(event=event).exists()
+    assert (snapshot(event), EventAuditLog.objects.count()) == before
+
+
+@pytest.mark.django_db
+def test_a_new_slot_outside_the_event_is_refused_with_the_same_rule_as_moved_dates(actor):
+    event, _slot = _multi_slot_event(actor)
+    day_after = (event.date_end + timedelta(days=1)).date()
+
+    with pytest.raises(DomainError) as new_slot:
+        event_services.add_slot(
+            event=event, date=day_after, start_hour=9.0, end_hour=10.0, actor=actor
+        )
+    with pytest.raises(DomainError) as moved:
+        event_services.update_event(
+            event=event, date_begin=event.date_begin + timedelta(days=1), actor=actor
+        )
+
+    assert new_slot.value.message == moved.value.message
+    assert (new_slot.value.details["field"], moved.value.details["field"]) == ("date", "date_begin")
+
+
+@pytest.mark.django_db
+def test_a_type_line_and_add_scheduler_date_a_multi_slot_event_alike(template, actor):
+    """One owner of scheduled dates: the copy of a type's line and `add_scheduler` agree (an
+    end-relative line on a multi-slot event without slots is gated at its lower bound)."""
+    from events.models import Mail
+    from events.services import scheduler
+
+    factories.MessageTemplateFactory(ref="thanks-mail", subject="Thanks", body="<p>Thanks</p>")
+    factories.TypeMailFactory(
+        event_type=template,
+        interval_nbr=1,
+        interval_unit="hours",
+        interval_type="before_event_end",
+        template_ref="thanks-mail",
+        sequence=4,
+    )
+    begin = timezone.now() + timedelta(days=10)
+    event = event_services.create_event(
+        name="Workshops",
+        date_begin=begin,
+        date_end=begin + timedelta(days=2),
+        event_type=template,
+        is_multi_slots=True,
+        actor=actor,
+    )
+    copied = Mail.objects.get(event=event, template_ref="thanks-mail")
+    added = scheduler.add_scheduler(
+        event=event,
+        interval_nbr=1,
+        interval_unit="hours",
+        interval_type="before_event_end",
+        template_ref="thanks-mail",
+        actor=actor,
+    )
+
+    assert copied.scheduled_date == added.scheduled_date == begin - timedelta(hours=1)

@@ -4,6 +4,7 @@ template store. Also home of the port test doubles other scheduler tests wire by
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
@@ -34,8 +35,8 @@ class RecordingSmsQueue(ports.EventSmsQueue):
 
     sent: list[ports.OutgoingSms] = []
 
-    def enqueue(self, *, sms: ports.OutgoingSms) -> None:
-        type(self).sent.append(sms)
+    def enqueue(self, *, message: ports.OutgoingSms) -> None:
+        type(self).sent.append(message)
 
 
 class RecordingLeadSink(ports.EventLeadSink):
@@ -53,13 +54,25 @@ class FlakyMailQueue(OutboxMailQueue):
     fail_at_batch: dict[int, int] = {}
     calls: Counter = Counter()
 
-    def enqueue_many(self, *, mails: Sequence[ports.OutgoingMail]) -> None:
-        scheduler_id = mails[0].scheduler_id if mails else None
+    def enqueue_many(self, *, messages: Sequence[ports.OutgoingMail]) -> None:
+        scheduler_id = messages[0].scheduler_id if messages else None
         type(self).calls[scheduler_id] += 1
         if self.fail_at_batch.get(scheduler_id) == self.calls[scheduler_id]:
-            super().enqueue_many(mails=mails[: len(mails) // 2])
+            super().enqueue_many(messages=messages[: len(messages) // 2])
             raise ConnectionResetError("mail relay went away mid-batch")
-        super().enqueue_many(mails=mails)
+        super().enqueue_many(messages=messages)
+
+
+class Published:
+    """Counts the publishes of one task name at the nudge's publish point (`nudge.publish`
+    patched with a mock)."""
+
+    def __init__(self, publish: Any, task: str) -> None:
+        self.publish, self.task = publish, task
+
+    @property
+    def call_count(self) -> int:
+        return sum(1 for call in self.publish.call_args_list if call.args == (self.task,))
 
 
 BUILT_IN = {
@@ -68,8 +81,8 @@ BUILT_IN = {
 }
 ALL_WIRED = {
     **BUILT_IN,
-    "EVENT_SMS_QUEUE": "tests.test_ports.RecordingSmsQueue",
-    "EVENT_LEAD_SINK": "tests.test_ports.RecordingLeadSink",
+    "EVENT_SMS_QUEUE": "tests.events.test_ports.RecordingSmsQueue",
+    "EVENT_LEAD_SINK": "tests.events.test_ports.RecordingLeadSink",
 }
 
 
@@ -102,7 +115,7 @@ def test_each_refusing_default_raises_port_not_wired_naming_its_port():
             "EventTemplateRenderer",
             lambda: ports.template_renderer().render(template_ref="x", registration=registration),
         ),
-        ("EventMailQueue", lambda: ports.mail_queue().enqueue_many(mails=[])),
+        ("EventMailQueue", lambda: ports.mail_queue().enqueue_many(messages=[])),
         ("EventSmsQueue", lambda: ports.sms_queue().enqueue_many(messages=[])),
         ("EventLeadSink", lambda: ports.lead_sink().upsert_lead(lead_ref=None, values={})),
     ]
@@ -293,11 +306,32 @@ def test_seed_demo_templates_render_with_the_context():
         assert "{{" not in rendered.body_text
 
 
+def test_both_queue_ports_take_the_same_argument_shape():
+    """The sms overlay implements EventSmsQueue exactly as the outbox implements the mail one."""
+    for method in ("enqueue", "enqueue_many"):
+        shapes = [
+            [(p.name, p.kind) for p in inspect.signature(getattr(port, method)).parameters.values()]
+            for port in (ports.EventMailQueue, ports.EventSmsQueue)
+        ]
+        assert shapes[0] == shapes[1], method
+        assert shapes[0][1:] == [
+            ("message" if method == "enqueue" else "messages", inspect.Parameter.KEYWORD_ONLY)
+        ]
+    texts = [
+        ports.OutgoingSms(idempotency_key=f"k{i}", recipient="+32470000000", body="Hi")
+        for i in range(2)
+    ]
+    RecordingSmsQueue.sent.clear()
+    RecordingSmsQueue().enqueue_many(messages=texts)  # the port's default walks `enqueue`
+    assert RecordingSmsQueue.sent == texts
+    RecordingSmsQueue.sent.clear()
+
+
 @pytest.mark.django_db
 def test_outbox_queue_writes_rows_with_a_stable_message_id(settings):
     settings.EVENT_PUBLIC_URL = "https://events.example.org"
     OutboxMailQueue().enqueue_many(
-        mails=[
+        messages=[
             ports.OutgoingMail(
                 idempotency_key="s1-r2",
                 recipient="ada@example.org",

@@ -5,6 +5,7 @@ limits, template deletion, postponement. Time is passed to `run_pass(now=…)`.
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from datetime import datetime, timedelta
 from unittest import mock
@@ -15,7 +16,6 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from events import tasks
 from events.models import (
     EventAuditLog,
     KanbanState,
@@ -33,7 +33,7 @@ from events.services import locks, nudge, scheduler, seats
 from events.services import registrations as registration_services
 from events.services import templates as template_services
 from tests.events import factories
-from tests.events.test_ports import FlakyMailQueue, RecordingSmsQueue, wire_ports
+from tests.events.test_ports import FlakyMailQueue, Published, RecordingSmsQueue, wire_ports
 
 MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
@@ -188,7 +188,14 @@ def test_after_sub_sweep_creates_missing_rows_in_one_insert(actor):
     factories.RegistrationFactory(event=event, state="draft")
     assert not MailRegistration.objects.filter(scheduler=mail).exists()
 
-    assert scheduler.run_pass(now=soon()).messages_queued == 3
+    with CaptureQueriesContext(connection) as queries:
+        assert scheduler.run_pass(now=soon()).messages_queued == 3
+    inserts = [
+        q["sql"]
+        for q in queries
+        if re.match(r'\s*INSERT INTO "?events_mailregistration\b', q["sql"])
+    ]
+    assert len(inserts) == 1, inserts  # three rows, one set-based statement
     assert set(
         MailRegistration.objects.filter(scheduler=mail).values_list("registration_id", flat=True)
     ) == {r.pk for r in regs}
@@ -676,7 +683,7 @@ def test_cancelled_or_archived_events_are_not_run(actor, now):
 def test_queue_failure_rolls_back_its_batch_parks_the_scheduler_and_the_pass_goes_on(
     actor, now, settings
 ):
-    settings.EVENT_MAIL_QUEUE = "tests.test_ports.FlakyMailQueue"
+    settings.EVENT_MAIL_QUEUE = "tests.events.test_ports.FlakyMailQueue"
     settings.EVENT_MAIL_BATCH = 4
     template()
     broken_event = make_event(now + 10 * DAY)
@@ -877,10 +884,11 @@ def test_batch_and_cron_limit_are_honoured_and_the_successor_is_nudged_after_com
     cache.delete(nudge.DELIVERY_KEY)
 
     with (
-        mock.patch.object(tasks.run_pass_task, "apply_async") as pass_task,
-        mock.patch.object(tasks.deliver_outbox_task, "apply_async") as delivery_task,
+        mock.patch.object(nudge, "publish") as publish,
         django_capture_on_commit_callbacks(execute=True) as callbacks,
     ):
+        pass_task = Published(publish, nudge.PASS_TASK)
+        delivery_task = Published(publish, nudge.DELIVERY_TASK)
         report = scheduler.run_pass(now=now + 9 * DAY)
         assert pass_task.call_count == 0  # never inside the open transaction
 
@@ -896,10 +904,10 @@ def test_batch_and_cron_limit_are_honoured_and_the_successor_is_nudged_after_com
 
     cache.delete(nudge.PASS_KEY)
     with (
-        mock.patch.object(tasks.run_pass_task, "apply_async") as pass_task,
-        mock.patch.object(tasks.deliver_outbox_task, "apply_async"),
+        mock.patch.object(nudge, "publish") as publish,
         django_capture_on_commit_callbacks(execute=True),
     ):
+        pass_task = Published(publish, nudge.PASS_TASK)
         rest = scheduler.run_pass(now=now + 9 * DAY)
     assert (rest.messages_queued, rest.work_remaining) == (3, False)
     assert pass_task.call_count == 0

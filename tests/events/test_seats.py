@@ -55,7 +55,6 @@ def test_without_an_event_limit_seats_are_unlimited(limited, maximum):
     factories.RegistrationFactory.create_batch(3, event=event)
 
     assert seats.availability(event=event) is None
-    assert seats.can_book(event=event) is True
     summary = seats.event_summary(event=event)
     assert (summary.taken, summary.max, summary.available) == (3, None, None)
     assert seats.summaries([event])[event.pk] == summary
@@ -124,7 +123,6 @@ def test_negative_availability_is_sold_out(actor):
     factories.RegistrationFactory.create_batch(3, event=event)  # no check in the factory
 
     assert seats.availability(event=event) == -1
-    assert seats.can_book(event=event) is False
     summary = seats.event_summary(event=event)
     assert summary.available == -1
     assert summary.sold_out is True

@@ -6,9 +6,11 @@ Nudges go out after commit, never inside the transaction, and bursts collapse th
 
 from __future__ import annotations
 
+import ast
 import logging
 from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -17,13 +19,12 @@ from django.db.models import Count
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
-from events import tasks
 from events.models import MailOutbox, MailRegistration
 from events.services import events as event_services
 from events.services import nudge, scheduler
 from events.services import registrations as registration_services
 from tests.events import factories
-from tests.events.test_ports import wire_ports
+from tests.events.test_ports import Published, wire_ports
 
 DAY = timedelta(days=1)
 
@@ -38,8 +39,8 @@ def wired(settings):
 
 @contextmanager
 def pass_task():
-    with mock.patch.object(tasks.run_pass_task, "apply_async") as apply_async:
-        yield apply_async
+    with mock.patch.object(nudge, "publish") as publish:
+        yield Published(publish, nudge.PASS_TASK)
 
 
 def _event(**fields):
@@ -71,10 +72,10 @@ def test_registration_entering_open_nudges_after_commit_only(
     event = _event()
     _after_sub(event, actor)
     cache.delete(nudge.PASS_KEY)
-    with pass_task() as apply_async, django_capture_on_commit_callbacks(execute=True):
+    with pass_task() as published, django_capture_on_commit_callbacks(execute=True):
         registration_services.register(event=event, attendees=[{"name": "Ada"}], actor=actor)
-        assert apply_async.call_count == 0  # not inside the transaction
-    assert apply_async.call_count == 1
+        assert published.call_count == 0  # not inside the transaction
+    assert published.call_count == 1
 
 
 @pytest.mark.django_db
@@ -85,15 +86,15 @@ def test_no_nudge_without_after_sub_scheduler_or_for_a_draft(
     with_scheduler = _event()
     _after_sub(with_scheduler, actor)
     cache.delete(nudge.PASS_KEY)
-    with pass_task() as apply_async, django_capture_on_commit_callbacks(execute=True):
+    with pass_task() as published, django_capture_on_commit_callbacks(execute=True):
         registration_services.register(event=plain, attendees=[{"name": "Ada"}], actor=actor)
         (draft,) = registration_services.register(
             event=with_scheduler, attendees=[{"name": "Bo"}], state="draft", actor=actor
         )
-    assert apply_async.call_count == 0
-    with pass_task() as apply_async, django_capture_on_commit_callbacks(execute=True):
+    assert published.call_count == 0
+    with pass_task() as published, django_capture_on_commit_callbacks(execute=True):
         registration_services.confirm(registration=draft, actor=actor)
-    assert apply_async.call_count == 1
+    assert published.call_count == 1
 
 
 @pytest.mark.django_db(transaction=True)
@@ -102,12 +103,12 @@ def test_a_burst_of_registrations_collapses_to_a_handful_of_passes(actor, confir
     with pass_task():
         _after_sub(event, actor)
     cache.delete(nudge.PASS_KEY)
-    with pass_task() as apply_async:
+    with pass_task() as published:
         for i in range(40):  # 40 committed transactions, each nudging after commit
             registration_services.register(
                 event=event, attendees=[{"name": f"Guest {i}"}], actor=actor
             )
-    assert 1 <= apply_async.call_count <= 3
+    assert 1 <= published.call_count <= 3
     assert MailRegistration.objects.count() == 40
 
 
@@ -117,13 +118,13 @@ def test_a_started_pass_lets_the_next_nudge_through(actor, confirm_template):
     with pass_task():
         _after_sub(event, actor)
     cache.delete(nudge.PASS_KEY)
-    with pass_task() as apply_async:
+    with pass_task() as published:
         registration_services.register(event=event, attendees=[{"name": "A"}], actor=actor)
         registration_services.register(event=event, attendees=[{"name": "B"}], actor=actor)
-        assert apply_async.call_count == 1
+        assert published.call_count == 1
         nudge.started(key=nudge.PASS_KEY)  # what the task does first
         registration_services.register(event=event, attendees=[{"name": "C"}], actor=actor)
-        assert apply_async.call_count == 2
+        assert published.call_count == 2
 
 
 @pytest.mark.django_db
@@ -131,7 +132,7 @@ def test_add_scheduler_arms_the_pass_only_for_a_date_within_the_next_minute(
     actor, confirm_template, django_capture_on_commit_callbacks
 ):
     event = _event()
-    with pass_task() as apply_async, django_capture_on_commit_callbacks(execute=True):
+    with pass_task() as published, django_capture_on_commit_callbacks(execute=True):
         scheduler.add_scheduler(
             event=event,
             interval_nbr=1,
@@ -140,10 +141,10 @@ def test_add_scheduler_arms_the_pass_only_for_a_date_within_the_next_minute(
             template_ref="confirm",
             actor=actor,
         )
-    assert apply_async.call_count == 0
-    with pass_task() as apply_async, django_capture_on_commit_callbacks(execute=True):
+    assert published.call_count == 0
+    with pass_task() as published, django_capture_on_commit_callbacks(execute=True):
         _after_sub(event, actor, include_existing=True)
-    assert apply_async.call_count == 1
+    assert published.call_count == 1
 
 
 @pytest.mark.django_db
@@ -160,11 +161,11 @@ def test_moving_an_event_so_a_reminder_is_due_now_arms_the_pass(
         actor=actor,
     )
     new_begin = timezone.now() + timedelta(minutes=30)
-    with pass_task() as apply_async, django_capture_on_commit_callbacks(execute=True):
+    with pass_task() as published, django_capture_on_commit_callbacks(execute=True):
         event_services.update_event(
             event=event, date_begin=new_begin, date_end=new_begin + timedelta(hours=2), actor=actor
         )
-    assert apply_async.call_count == 1
+    assert published.call_count == 1
     reminder.refresh_from_db()
     assert reminder.scheduled_date == new_begin - timedelta(hours=1)
 
@@ -177,9 +178,7 @@ def test_a_lost_nudge_is_logged_and_never_breaks_the_commit(
     _after_sub(event, actor)
     cache.delete(nudge.PASS_KEY)
     with (
-        mock.patch.object(
-            tasks.run_pass_task, "apply_async", side_effect=OperationalError("broker down")
-        ),
+        mock.patch.object(nudge, "publish", side_effect=OperationalError("broker down")),
         caplog.at_level(logging.WARNING, logger="events.nudge"),
         django_capture_on_commit_callbacks(execute=True),
     ):
@@ -187,7 +186,7 @@ def test_a_lost_nudge_is_logged_and_never_breaks_the_commit(
             event=event, attendees=[{"name": "Ada"}], actor=actor
         )
     assert reg.pk is not None
-    assert "nudge run_pass_task not sent (beat will run it): broker down" in caplog.text
+    assert "nudge events.run_pass not sent (beat will run it): broker down" in caplog.text
 
 
 @pytest.mark.django_db
@@ -217,3 +216,50 @@ def test_reopened_registration_is_mailed_once(actor, confirm_template):
         MailOutbox.objects.filter(scheduler=mail).values_list("recipient").annotate(n=Count("id"))
     )
     assert per_recipient == {"early@example.org": 1, "mailed@example.org": 1}
+
+
+@pytest.mark.django_db
+def test_an_unforeseen_publisher_failure_is_logged_and_never_breaks_the_commit(
+    actor, confirm_template, django_capture_on_commit_callbacks, caplog
+):
+    event = _event()
+    _after_sub(event, actor)
+    cache.delete(nudge.PASS_KEY)
+    with (
+        mock.patch.object(nudge, "publish", side_effect=RuntimeError("Acquire on closed pool")),
+        caplog.at_level(logging.WARNING, logger="events.nudge"),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        (reg,) = registration_services.register(
+            event=event, attendees=[{"name": "Ada"}], actor=actor
+        )
+    assert MailRegistration.objects.filter(registration=reg).exists()  # the write stands
+    (record,) = [r for r in caplog.records if r.name == "events.nudge"]
+    assert (record.levelname, record.getMessage()) == (
+        "ERROR",
+        "nudge events.run_pass not sent (beat will run it)",
+    )
+    assert record.exc_info is not None
+
+
+def test_nudges_publish_by_registered_name_and_services_never_import_tasks():
+    from config.celery import app
+    from events import tasks  # noqa: F401 — registers the tasks with the app
+
+    assert {nudge.PASS_TASK, nudge.DELIVERY_TASK} <= set(app.tasks)
+    with mock.patch.object(nudge, "current_app") as current_app:
+        nudge.publish(nudge.PASS_TASK)
+    current_app.send_task.assert_called_once_with("events.run_pass")
+
+    services = Path(__file__).resolve().parents[2] / "events" / "services"
+    importers = []
+    for path in sorted(services.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (
+                node.module == "events.tasks"
+                or (node.module == "events" and any(a.name == "tasks" for a in node.names))
+            ):
+                importers.append(path.name)
+            elif isinstance(node, ast.Import) and any(a.name == "events.tasks" for a in node.names):
+                importers.append(path.name)
+    assert importers == []

@@ -1,15 +1,14 @@
-"""Communication schedulers (spec.md §6): the pass, the scheduled dates, the template cascade.
+"""The scheduler pass (spec.md §6.2): the only sender.
 
 Invariants:
-- `run_pass` is the only sender. Each batch is one transaction that claims its scheduler with
-  `FOR NO KEY UPDATE SKIP LOCKED`, renders, hands every message to the queue port and marks the
-  rows sent / advances the cursor, so two passes never take the same scheduler and a crash
-  loses nothing and sends nothing twice at this layer. A claim is never held across batches.
+- Each batch is one transaction that claims its scheduler with `FOR NO KEY UPDATE SKIP
+  LOCKED`, renders, hands every message to the queue port and marks the rows sent / advances
+  the cursor, so two passes never take the same scheduler and a crash loses nothing and sends
+  nothing twice at this layer. A claim is never held across batches.
 - Errors are per scheduler: the failing batch is rolled back, the scheduler is parked in error
   (error_datetime / error_message; audit row and ERROR log when the error is new or changed)
   and the pass goes on; a later successful batch clears the error.
-- This module owns every scheduled date; `reschedule` re-arms sent start/end reminders whose
-  new date lies in the future. Nudges of the pass go out after commit (`nudge`).
+- When work remains (the cron limit stopped it) the pass nudges its successor after commit.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -27,11 +26,10 @@ from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from events import ports
-from events.errors import DomainError, ValidationFailed
+from events.errors import DomainError
 from events.models import (
     Event,
     IntervalType,
-    IntervalUnit,
     KanbanState,
     Mail,
     MailOutcome,
@@ -41,286 +39,14 @@ from events.models import (
     Registration,
     RegistrationState,
     Slot,
-    TypeMail,
 )
-from events.services import audit, intervals, locks, nudge, seats
+from events.services import audit, nudge, seats
 from events.services.contacts import is_valid_email, usable_phone
+from events.services.scheduler import dates, verbs
 
 logger = logging.getLogger("events.scheduler")
 
 HOLDING = (RegistrationState.OPEN, RegistrationState.DONE)
-START_RELATIVE = (IntervalType.BEFORE_EVENT, IntervalType.AFTER_EVENT_START)
-# A date armed within this window gets a nudge; later dates are found by beat (every minute).
-ARM_WINDOW = timedelta(minutes=1)
-
-
-# --- scheduled dates -----------------------------------------------------------------------
-
-
-def _date_for(mail: Mail | TypeMail, *, begin: datetime, end: datetime) -> datetime:
-    return intervals.scheduled_date(
-        interval_type=mail.interval_type,
-        interval_nbr=mail.interval_nbr,
-        interval_unit=mail.interval_unit,
-        created_at=getattr(mail, "created_at", None) or timezone.now(),
-        begin=begin,
-        end=end,
-    )
-
-
-def _slot_date(mail: Mail, slot: Slot) -> datetime:
-    return _date_for(mail, begin=slot.start_datetime, end=slot.end_datetime)
-
-
-def _mail_date(mail: Mail, event: Event, slots: Sequence[Slot]) -> datetime:
-    """The scheduler's own date; on a multi-slot event the earliest of its slots' dates.
-
-    A multi-slot event without slots yet gets a lower bound of any future slot's date (every
-    slot starts and ends after the event's begin), so no slot is ever gated late.
-    """
-    if mail.interval_type == IntervalType.AFTER_SUB or not event.is_multi_slots:
-        return _date_for(mail, begin=event.date_begin, end=event.date_end)
-    if slots:
-        return min(_slot_date(mail, slot) for slot in slots)
-    return _date_for(mail, begin=event.date_begin, end=event.date_begin)
-
-
-def add_scheduler(
-    *,
-    event: Event,
-    interval_nbr: int,
-    interval_unit: str,
-    interval_type: str,
-    template_ref: str,
-    notification_type: str = "mail",
-    include_existing: bool = False,
-    actor: Any,
-    sequence: int = 10,
-) -> Mail:
-    """Create a scheduler, compute its date, and nudge the pass when it is due within a minute.
-
-    The template must exist in the wired template store and match `notification_type`.
-    """
-    if interval_unit not in IntervalUnit.values:
-        raise ValidationFailed(f"Unknown unit {interval_unit!r}.", code="invalid_value")
-    if interval_type not in IntervalType.values:
-        raise ValidationFailed(f"Unknown interval type {interval_type!r}.", code="invalid_value")
-    if notification_type not in NotificationType.values:
-        raise ValidationFailed(
-            f"Unknown notification type {notification_type!r}.", code="invalid_value"
-        )
-    if include_existing and interval_type != IntervalType.AFTER_SUB:
-        raise ValidationFailed(
-            "include_existing only applies to after_sub schedulers.", code="invalid_value"
-        )
-    template_ref = (template_ref or "").strip()
-    if not template_ref:
-        raise ValidationFailed("A template is required.", code="invalid_value")
-    _check_channel(ports.template_renderer(), template_ref, notification_type)
-    with transaction.atomic():
-        event = locks.lock_event(event.pk)
-        now = timezone.now()
-        mail = Mail(
-            event=event,
-            sequence=sequence,
-            interval_nbr=interval_nbr,
-            interval_unit=interval_unit,
-            interval_type=interval_type,
-            template_ref=template_ref,
-            notification_type=notification_type,
-            include_existing=include_existing,
-            created_at=now,
-        )
-        slots = list(event.slots.all()) if event.is_multi_slots else []
-        mail.scheduled_date = _mail_date(mail, event, slots)
-        mail.save(force_insert=True)
-        audit.record(
-            actor=actor,
-            verb="scheduler.created",
-            event=event,
-            data={
-                "scheduler": mail.pk,
-                "interval": [interval_nbr, interval_unit, interval_type],
-                "template_ref": mail.template_ref,
-                "notification_type": notification_type,
-                "scheduled_date": mail.scheduled_date.isoformat(),
-            },
-        )
-        if mail.scheduled_date <= now + ARM_WINDOW:
-            nudge.scheduler_pass()
-    return mail
-
-
-def delete_scheduler(*, scheduler: Mail, actor: Any) -> None:
-    """Delete one scheduler (its attendee and slot rows go with it); audited."""
-    with transaction.atomic():
-        mail = (
-            Mail.objects.select_for_update(of=("self",))
-            .filter(pk=scheduler.pk)
-            .only("pk", "event_id", "template_ref", "interval_type")
-            .first()
-        )
-        if mail is None:
-            return
-        audit.record(
-            actor=actor,
-            verb="scheduler.deleted",
-            event=mail.event_id,
-            data={"scheduler": mail.pk, "template_ref": mail.template_ref},
-        )
-        mail.delete()
-
-
-def reschedule(*, event: Event, now: datetime | None = None) -> int:
-    """Recompute the event's scheduled dates after a change of its (or its slots') times.
-
-    A start/end-relative scheduler that was sent, even partly (done, or its cursor already
-    moved), or skipped as stale, is re-armed (cursor and count reset, so every attendee gets it
-    for the new date) when its date changed and the new date lies in the future; on multi-slot
-    events the same holds per slot. Runs inside the caller's transaction (which holds the Event
-    lock). Returns the number of schedulers re-armed.
-    """
-    now = now or timezone.now()
-    mails = list(
-        Mail.objects.select_for_update(no_key=True, of=("self",))
-        .filter(event=event)
-        .exclude(interval_type=IntervalType.AFTER_SUB)
-        .order_by("pk")
-    )
-    slots = list(event.slots.all()) if event.is_multi_slots else []
-    slot_rows = {
-        (row.scheduler_id, row.slot_id): row for row in MailSlot.objects.filter(scheduler__in=mails)
-    }
-    rearmed = 0
-    arm_soon = False
-    entries = []
-    for mail in mails:
-        new_date = _mail_date(mail, event, slots)
-        fields: dict[str, Any] = {}
-        rearm = False
-        if slots:
-            pending = []
-            kept = 0  # messages counted on slots that stay done
-            for slot in slots:
-                slot_date = _slot_date(mail, slot)
-                row = slot_rows.get((mail.pk, slot.pk))
-                if row is None:
-                    pending.append(slot_date)  # the pass creates its row
-                    continue
-                row_fields: dict[str, Any] = {}
-                if slot_date != row.scheduled_date:
-                    row_fields["scheduled_date"] = slot_date
-                    if _has_sent(row) and slot_date > now:
-                        row_fields.update(
-                            mail_done=False, mail_count_done=0, last_registration_id=0
-                        )
-                        rearm = True
-                if row_fields:
-                    MailSlot.objects.filter(pk=row.pk).update(**row_fields)
-                kept += row_fields.get("mail_count_done", row.mail_count_done)
-                if not row_fields.get("mail_done", row.mail_done):
-                    pending.append(slot_date)
-            if pending:
-                new_date = min(pending)
-                if mail.mail_done or mail.skipped_reason:
-                    fields.update(mail_done=False, skipped_reason="")
-                    rearm = True
-            if rearm:
-                fields["mail_count_done"] = kept
-        elif (
-            (_has_sent(mail) or mail.skipped_reason)
-            and new_date != mail.scheduled_date
-            and new_date > now
-        ):
-            fields.update(
-                mail_done=False, mail_count_done=0, last_registration_id=0, skipped_reason=""
-            )
-            rearm = True
-        if new_date != mail.scheduled_date:
-            fields["scheduled_date"] = new_date
-        if not fields:
-            continue
-        done = fields.get("mail_done", mail.mail_done)
-        if not done and new_date <= now + ARM_WINDOW:
-            arm_soon = True
-        if rearm:
-            rearmed += 1
-            entries.append(
-                audit.entry(
-                    actor=audit.SYSTEM,
-                    verb="scheduler.rearmed",
-                    event=event,
-                    data={"scheduler": mail.pk, "scheduled_date": new_date.isoformat()},
-                )
-            )
-        Mail.objects.filter(pk=mail.pk).update(**fields)
-    audit.record_many(entries)
-    if arm_soon:
-        nudge.scheduler_pass()
-    return rearmed
-
-
-def _has_sent(row: Mail | MailSlot) -> bool:
-    """Done, or part of the walk already went out (attendees reminded for the current date)."""
-    return row.mail_done or row.mail_count_done > 0 or row.last_registration_id > 0
-
-
-# --- template cascade (spec.md §6.3) ----------------------------------------------------------
-
-
-def on_template_deleted(*, template_ref: str, actor: Any = audit.SYSTEM) -> int:
-    """Delete every Mail and TypeMail that references the template (audited); the count.
-
-    The only cascade of the project; the built-in store calls it in its delete transaction.
-    """
-    with transaction.atomic():
-        mails = list(
-            Mail.objects.select_for_update(of=("self",))
-            .filter(template_ref=template_ref)
-            .order_by("pk")
-            .values("pk", "event_id", "interval_type", "notification_type")
-        )
-        lines = list(
-            TypeMail.objects.select_for_update()
-            .filter(template_ref=template_ref)
-            .order_by("pk")
-            .values("pk", "event_type_id", "interval_type", "notification_type")
-        )
-        entries = [
-            audit.entry(
-                actor=actor,
-                verb="scheduler.deleted",
-                event=m["event_id"],
-                data={
-                    "scheduler": m["pk"],
-                    "template_ref": template_ref,
-                    "reason": "template_deleted",
-                    "interval_type": m["interval_type"],
-                },
-            )
-            for m in mails
-        ] + [
-            audit.entry(
-                actor=actor,
-                verb="type_scheduler.deleted",
-                data={
-                    "type_mail": line["pk"],
-                    "event_type": line["event_type_id"],
-                    "template_ref": template_ref,
-                    "reason": "template_deleted",
-                },
-            )
-            for line in lines
-        ]
-        if mails:
-            Mail.objects.filter(pk__in=[m["pk"] for m in mails]).delete()
-        if lines:
-            TypeMail.objects.filter(pk__in=[line["pk"] for line in lines]).delete()
-        audit.record_many(entries)
-    return len(mails) + len(lines)
-
-
-# --- the pass (spec.md §6.2) ------------------------------------------------------------------
 
 
 @dataclass
@@ -365,19 +91,23 @@ class _Pass:
         self.budget = settings.EVENT_MAIL_CRON_LIMIT
         self.report = PassReport()
         self._renderer: ports.EventTemplateRenderer | None = None
-        self._queues: dict[str, Any] = {}
+        self._mail_queue: ports.EventMailQueue | None = None
+        self._sms_queue: ports.EventSmsQueue | None = None
 
     def renderer(self) -> ports.EventTemplateRenderer:
         if self._renderer is None:
             self._renderer = ports.template_renderer()
         return self._renderer
 
-    def queue(self, channel: str) -> ports.EventMailQueue | ports.EventSmsQueue:
-        if channel not in self._queues:
-            self._queues[channel] = (
-                ports.sms_queue() if channel == NotificationType.SMS else ports.mail_queue()
-            )
-        return self._queues[channel]
+    def mail_queue(self) -> ports.EventMailQueue:
+        if self._mail_queue is None:
+            self._mail_queue = ports.mail_queue()
+        return self._mail_queue
+
+    def sms_queue(self) -> ports.EventSmsQueue:
+        if self._sms_queue is None:
+            self._sms_queue = ports.sms_queue()
+        return self._sms_queue
 
 
 def _due(now: datetime) -> Q:
@@ -517,19 +247,6 @@ def _step(ctx: _Pass, mail: Mail, *, first: bool) -> _Step:
     return step
 
 
-def _check_channel(
-    renderer: ports.EventTemplateRenderer, template_ref: str, notification_type: str
-) -> None:
-    channel = renderer.channel(template_ref=template_ref)  # TemplateMissing when absent
-    if channel != notification_type:
-        raise ValidationFailed(
-            f"Template {template_ref!r} is a {channel} template; the scheduler sends "
-            f"{notification_type}.",
-            code="invalid_value",
-            template_ref=template_ref,
-        )
-
-
 def _send(
     ctx: _Pass,
     mail: Mail,
@@ -539,11 +256,11 @@ def _send(
 ) -> dict[int, str]:
     """Render and enqueue one batch; returns {registration id: outcome}."""
     renderer = ctx.renderer()
-    _check_channel(renderer, mail.template_ref, mail.notification_type)
-    queue = ctx.queue(mail.notification_type)
+    verbs.check_channel(renderer, mail.template_ref, mail.notification_type)
     event = mail.event
     outcomes: dict[int, str] = {}
-    messages: list[ports.OutgoingMail | ports.OutgoingSms] = []
+    mails: list[ports.OutgoingMail] = []
+    texts: list[ports.OutgoingSms] = []
     sms = mail.notification_type == NotificationType.SMS
     for reg in registrations:
         reg.event = event
@@ -559,7 +276,7 @@ def _send(
                 continue
         rendered = renderer.render(template_ref=mail.template_ref, registration=reg, slot=slot)
         if sms:
-            messages.append(
+            texts.append(
                 ports.OutgoingSms(
                     idempotency_key=key(reg),
                     recipient=recipient,
@@ -569,7 +286,7 @@ def _send(
                 )
             )
         else:
-            messages.append(
+            mails.append(
                 ports.OutgoingMail(
                     idempotency_key=key(reg),
                     recipient=recipient,
@@ -581,11 +298,10 @@ def _send(
                 )
             )
         outcomes[reg.pk] = MailOutcome.SENT
-    if registrations:
-        if sms:
-            queue.enqueue_many(messages=messages)
-        else:
-            queue.enqueue_many(mails=messages)
+    if registrations and sms:
+        ctx.sms_queue().enqueue_many(messages=texts)
+    elif registrations:
+        ctx.mail_queue().enqueue_many(messages=mails)
     return outcomes
 
 
@@ -609,13 +325,12 @@ def _audit_batch(mail: Mail, data: dict[str, Any]) -> None:
 def _sweep_after_sub(mail: Mail) -> int:
     """Create the missing attendee rows and drop unsent rows of draft/cancelled registrations.
 
-    Rows are normally created in the registration transaction (scheduler_rows); this sweep
-    catches the rest (a new scheduler, `include_existing`). `last_registration_id` is the
+    Rows are normally created in the registration transaction (`verbs.registrations_opened`);
+    this sweep catches the rest (a new scheduler, `include_existing`). `last_registration_id` is the
     sweep's cursor on after_sub schedulers. Returns the number of rows dropped.
     """
     top = Registration.objects.filter(event_id=mail.event_id).aggregate(top=Max("pk"))["top"] or 0
     if top > mail.last_registration_id:
-        delta = intervals.delta(mail.interval_nbr, mail.interval_unit)
         # One set-based insert behind the unique (scheduler, registration) index; raw SQL
         # because the ORM has no INSERT … SELECT. The interval is PostgreSQL's own arithmetic
         # (same month clamping as relativedelta).
@@ -635,7 +350,7 @@ def _sweep_after_sub(mail: Mail) -> int:
                 """,  # noqa: S608 — table names from model meta; values are parameters
                 {
                     "mail": mail.pk,
-                    "delta": _pg_interval(delta),
+                    "delta": dates.pg_interval(mail.interval_nbr, mail.interval_unit),
                     "event": mail.event_id,
                     "cursor": mail.last_registration_id,
                     "top": top,
@@ -653,20 +368,6 @@ def _sweep_after_sub(mail: Mail) -> int:
         .delete()
     )
     return dropped
-
-
-def _pg_interval(delta) -> str:
-    parts = [
-        f"{value} {unit}"
-        for unit, value in (
-            ("months", delta.months),
-            ("days", delta.days),
-            ("hours", delta.hours),
-            ("years", delta.years),
-        )
-        if value
-    ]
-    return " ".join(parts) or "0"
 
 
 def _step_after_sub(
@@ -713,26 +414,14 @@ def _step_after_sub(
 # event-based, single slot ----------------------------------------------------------------------
 
 
-def _stale(mail: Mail, end: datetime, now: datetime) -> bool:
-    """A start-relative reminder reached only after the event (or slot) ended."""
-    return mail.interval_type in START_RELATIVE and now >= end
-
-
-def _skip_reason(mail: Mail, end: datetime, scheduled: datetime) -> str:
-    return (
-        f"The event ended ({end:%Y-%m-%d %H:%M} UTC) before this {mail.interval_type} "
-        f"reminder (due {scheduled:%Y-%m-%d %H:%M} UTC) could be sent."
-    )
-
-
 def _step_event(ctx: _Pass, mail: Mail, limit: int) -> tuple[_Step, dict[str, Any]]:
     event = mail.event
-    if _stale(mail, event.date_end, ctx.now):
+    if dates.is_stale(mail, event.date_end, ctx.now):
         if mail.mail_count_done:
             # Partly sent before the event ended: close it, reminding now makes no sense.
             _audit_batch(mail, {"queued": 0, "skipped": 0, "done": True, "closed": "ended"})
             return _Step(), {"mail_done": True}
-        reason = _skip_reason(mail, event.date_end, mail.scheduled_date)
+        reason = dates.stale_reason(mail, event.date_end, dates.due(mail))
         audit.record(
             actor=audit.SYSTEM,
             verb="scheduler.skipped",
@@ -747,7 +436,7 @@ def _step_event(ctx: _Pass, mail: Mail, limit: int) -> tuple[_Step, dict[str, An
         .select_related("ticket", "slot")
         .order_by("pk")[:limit]
     )
-    stamp = int(mail.scheduled_date.timestamp())
+    stamp = int(dates.due(mail).timestamp())
     outcomes = _send(ctx, mail, registrations, key=lambda reg: f"s{mail.pk}-r{reg.pk}-{stamp}")
     queued, skipped = _tally(outcomes)
     count = mail.mail_count_done + len(registrations)
@@ -768,7 +457,7 @@ def _ensure_slot_rows(mail: Mail) -> None:
     slots = list(Slot.objects.filter(event_id=mail.event_id))
     have = set(MailSlot.objects.filter(scheduler=mail).values_list("slot_id", flat=True))
     missing = [
-        MailSlot(scheduler=mail, slot=slot, scheduled_date=_slot_date(mail, slot))
+        MailSlot(scheduler=mail, slot=slot, scheduled_date=dates.slot_date(mail, slot))
         for slot in slots
         if slot.pk not in have
     ]
@@ -797,10 +486,10 @@ def _step_slots(ctx: _Pass, mail: Mail, limit: int, *, first: bool) -> tuple[_St
     taken: dict[int | None, int] | None = None
     skipped_slots = 0
     for row in rows:
-        if row.scheduled_date > ctx.now or step.used >= limit:
+        if dates.due(row) > ctx.now or step.used >= limit:
             continue
         slot = row.slot
-        if _stale(mail, slot.end_datetime, ctx.now):
+        if dates.is_stale(mail, slot.end_datetime, ctx.now):
             row.mail_done = True
             MailSlot.objects.filter(pk=row.pk).update(mail_done=True)
             skipped_slots += row.mail_count_done == 0
@@ -811,7 +500,7 @@ def _step_slots(ctx: _Pass, mail: Mail, limit: int, *, first: bool) -> tuple[_St
                 data={
                     "scheduler": mail.pk,
                     "slot": slot.pk,
-                    "reason": _skip_reason(mail, slot.end_datetime, row.scheduled_date),
+                    "reason": dates.stale_reason(mail, slot.end_datetime, dates.due(row)),
                 },
             )
             continue
@@ -826,12 +515,16 @@ def _step_slots(ctx: _Pass, mail: Mail, limit: int, *, first: bool) -> tuple[_St
             .select_related("ticket", "slot")
             .order_by("pk")[: limit - step.used]
         )
-        stamp = int(row.scheduled_date.timestamp())
+        stamp = int(dates.due(row).timestamp())
+
+        def key(reg: Registration, s: int = slot.pk, t: int = stamp) -> str:
+            return f"s{mail.pk}-r{reg.pk}-slot{s}-{t}"
+
         outcomes = _send(
             ctx,
             mail,
             registrations,
-            key=lambda reg, s=slot.pk, t=stamp: f"s{mail.pk}-r{reg.pk}-slot{s}-{t}",
+            key=key,
             slot=slot,
         )
         queued, skipped = _tally(outcomes)
@@ -855,10 +548,10 @@ def _step_slots(ctx: _Pass, mail: Mail, limit: int, *, first: bool) -> tuple[_St
                 {"slot": slot.pk, "queued": queued, "skipped": skipped, "done": row.mail_done},
             )
     pending = [row for row in rows if not row.mail_done]
-    step.more = step.used >= limit and any(row.scheduled_date <= ctx.now for row in pending)
+    step.more = step.used >= limit and any(dates.due(row) <= ctx.now for row in pending)
     fields: dict[str, Any] = {"mail_count_done": F("mail_count_done") + step.used}
     if pending:
-        fields["scheduled_date"] = min(row.scheduled_date for row in pending)
+        fields["scheduled_date"] = min(dates.due(row) for row in pending)
     else:
         fields["mail_done"] = True
         if skipped_slots and mail.mail_count_done + step.used == 0:
