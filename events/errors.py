@@ -45,10 +45,6 @@ def http_status(code: str) -> int:
     return member.http_status if member is not None else 500
 
 
-def registered_codes() -> list[str]:
-    return sorted(_registry)
-
-
 @register_codes
 class Code(ErrorCode):
     """The core's codes. The overlays' (seams, booths, leads) are declared in their apps."""

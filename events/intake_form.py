@@ -13,9 +13,10 @@ from typing import Any
 
 from django.utils.formats import number_format
 
+from events import selectors
 from events.errors import DomainError
 from events.models import Event, Question, QuestionType
-from events.services import intake
+from events.services import inputs, intake
 
 CONTACT_INPUTS = {
     "name": ("Full name", "text", "name"),
@@ -229,6 +230,8 @@ def build(
                     question.title if question else label,
                     kind,
                     autocomplete=autocomplete,
+                    # The column's size, from the one source the service checks against.
+                    maxlength=inputs.limit(contact),
                     required=contact == "name" or bool(question and question.is_mandatory_answer),
                 )
             )
@@ -243,8 +246,7 @@ def build(
         for q in questions
         if q.once_per_order and q.question_type not in intake.CONTACT_QUESTIONS
     ]
-    values = [pair["available"] for pair in summaries.values()]
-    sold_out = bool(values) and all(v is not None and v <= 0 for v in values)
+    sold_out = selectors.sold_out(event, summaries=summaries)
     on_sale = not tickets or bool(sellable_tickets)
     return {
         "closed": closed,

@@ -30,6 +30,14 @@ class ContactSource(models.TextChoices):
     PARTNER = "partner", "From the partner"
 
 
+class CancelSource(models.TextChoices):
+    """Who cancelled a registration: the seam's mint count (spec-overlay.md §1.4) keeps staff
+    cancellations as existing and replaces order cancellations."""
+
+    STAFF = "staff", "Staff"
+    ORDER = "order", "Order cancellation"
+
+
 class SaleStatus(models.TextChoices):
     FREE = "free", "Free"
     SOLD = "sold", "Sold"
@@ -146,6 +154,14 @@ class EventType(models.Model):
 
 
 class Event(models.Model):
+    # Not columns: flags a raw lock statement adds to the row it returns (for the type
+    # checker; absent on other instances): `locks.lock_event_for_booking` (has_*) and the
+    # intake's locked stage read (stage_pipe_end).
+    has_tickets: bool
+    has_questions: bool
+    has_after_sub: bool
+    stage_pipe_end: bool
+
     name = models.CharField(max_length=255)
     event_type = models.ForeignKey(
         EventType, null=True, blank=True, on_delete=models.SET_NULL, related_name="events"
@@ -337,6 +353,9 @@ class Registration(models.Model):
         max_length=8, choices=SaleStatus.choices, default=SaleStatus.FREE
     )
     is_paid = models.BooleanField(default=False)
+    cancel_source = models.CharField(
+        max_length=8, choices=CancelSource.choices, blank=True, default=""
+    )
     utm_source = models.CharField(max_length=128, blank=True)
     utm_medium = models.CharField(max_length=128, blank=True)
     utm_campaign = models.CharField(max_length=128, blank=True)

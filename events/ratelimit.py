@@ -4,7 +4,8 @@ One counter per (scope, window start, client): INCR and EXPIRE run in one server
 (atomic, one round trip: EVALSHA of a script object made once for the process), so concurrent
 requests never lose a count and every counter expires with its window. Limits come from
 settings.EVENT_RATE_LIMITS = {scope: (requests, window_seconds)}, set explicitly there.
-A Redis failure raises `LimiterUnavailable` (the caller decides; the token routes answer 503).
+A Redis failure raises `LimiterUnavailable` (the caller decides: the token routes answer 503,
+the intake API 503 JSON `service_unavailable` with `Retry-After`, the form a 503 page).
 """
 
 from __future__ import annotations

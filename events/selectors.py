@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Prefetch, QuerySet
 
-from events.models import Event, Question, Registration, RegistrationState, Slot, Tag, Ticket
+from events.models import (
+    Event,
+    KanbanState,
+    Question,
+    Registration,
+    RegistrationState,
+    Slot,
+    Tag,
+    Ticket,
+)
+from events.services import seats
 
 
 def public_events(*, now: datetime) -> QuerySet[Event]:
@@ -31,6 +43,77 @@ def is_ongoing(event: Event, *, now: datetime) -> bool:
 def is_finished(event: Event, *, now: datetime) -> bool:
     """end ≤ now."""
     return event.date_end <= now
+
+
+def is_cancelled(event: Event) -> bool:
+    """kanban_state = cancel (sticky: spec.md §2.1)."""
+    return event.kanban_state == KanbanState.CANCEL
+
+
+def in_closed_stage(event: Event) -> bool:
+    """The event's stage is a `pipe_end` stage. `event.stage_pipe_end`, when the caller
+    loaded it with the event (the intake's one statement), spares reading the stage."""
+    pipe_end = getattr(event, "stage_pipe_end", None)
+    if pipe_end is None:
+        pipe_end = event.stage.pipe_end
+    return bool(pipe_end)
+
+
+def closed_reason(event: Event, *, now: datetime) -> str | None:
+    """Why registrations are closed whatever the ticket and the seats: `cancelled`, `over`
+    (pipe_end stage), `ended` (is_finished), or None."""
+    if is_cancelled(event):
+        return "cancelled"
+    if in_closed_stage(event):
+        return "over"
+    if is_finished(event, now=now):
+        return "ended"
+    return None
+
+
+def is_launched(ticket: Ticket, *, now: datetime) -> bool:
+    """Sales have started: no start of sale, or start ≤ now."""
+    return ticket.start_sale_datetime is None or ticket.start_sale_datetime <= now
+
+
+def is_expired(ticket: Ticket, *, now: datetime) -> bool:
+    """Sales have ended: an end of sale < now."""
+    return ticket.end_sale_datetime is not None and ticket.end_sale_datetime < now
+
+
+def sale_available(ticket: Ticket, *, now: datetime) -> bool:
+    """Inside its sale window (launched and not expired). Seats are `sold_out`'s concern and
+    price is the intake's (a priced ticket is on sale, through the host's shop)."""
+    return is_launched(ticket, now=now) and not is_expired(ticket, now=now)
+
+
+def sales_started(event: Event, *, now: datetime) -> bool:
+    """The event has no tickets, or at least one ticket is sale_available."""
+    tickets = list(event.tickets.all())
+    return not tickets or any(sale_available(t, now=now) for t in tickets)
+
+
+Summaries = Mapping[tuple[int | None, int | None], Mapping[str, Any]]
+
+
+def sold_out(event: Event, *, summaries: Summaries | None = None) -> bool:
+    """No seat can be had: a limit applies to every (slot, ticket) pair and none has
+    availability > 0 (a negative availability is sold out). The numbers come from the seat
+    module (`seats.ticket_summaries`; pass them when already read)."""
+    if summaries is None:
+        summaries = seats.ticket_summaries(event=event)
+    values = [pair["available"] for pair in summaries.values()]
+    return bool(values) and all(v is not None and v <= 0 for v in values)
+
+
+def registrations_open(event: Event, *, now: datetime, summaries: Summaries | None = None) -> bool:
+    """spec.md §2.1: not cancelled, not in a pipe_end stage, not finished, sales started,
+    and not sold out."""
+    return (
+        closed_reason(event, now=now) is None
+        and sales_started(event, now=now)
+        and not sold_out(event, summaries=summaries)
+    )
 
 
 # --- attendee surface (spec.md §7) ------------------------------------------------------------

@@ -41,6 +41,7 @@ logger = logging.getLogger("events.attendee")
 TOKEN_HEADERS = {"Cache-Control": "private, no-store", "Referrer-Policy": "no-referrer"}
 ICS_NOT_FOUND = b"Not found.\n"
 UNAVAILABLE = b"This page is temporarily unavailable.\n"
+UNAVAILABLE_RETRY_AFTER = 5
 
 
 @require_GET
@@ -74,10 +75,23 @@ def event_detail(request: HttpRequest, event_id: int) -> HttpResponse:
             )
         except NotFound:
             raise Http404("No such event.") from None
+        except ratelimit.LimiterUnavailable as error:
+            # Nothing was decided or written: a friendly page, and a retry is safe.
+            logger.error("event page: rate limiter unavailable (%s): answering 503", error)
+            response = render(
+                request,
+                "events/unavailable.html",
+                {"event": selectors.public_event(event_id=event_id)},
+                status=503,
+            )
+            response["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER)
+            return response
         except DomainError as error:
             event = selectors.public_event(event_id=event_id)
             if event is None:
                 raise Http404("No such event.") from None
+            if error.details.get("field") == "Idempotency-Key":
+                key = None  # a refused key is not offered again: the page mints a fresh one
             response = _event_page(
                 request, event, now=now, posted=request.POST, error=error, key=key
             )
@@ -98,7 +112,7 @@ def _event_page(request, event, *, now, posted=None, error=None, key=None) -> Ht
         event=event,
         now=now,
         summaries=seats.ticket_summaries(event=event),
-        closed=intake.closed_reason(event=event, now=now),
+        closed=selectors.closed_reason(event, now=now),
         quantity=request.GET.get("quantity"),
         posted=posted,
         error=error,
@@ -253,7 +267,7 @@ def _ticket_card(registration: Registration) -> dict:
         "begin": slot.start_datetime if slot else event.date_begin,
         "end": slot.end_datetime if slot else event.date_end,
         "cancelled": cancelled,
-        "event_cancelled": event.kanban_state == "cancel",
+        "event_cancelled": selectors.is_cancelled(event),
         "qr_svg": qr,
         "ics_path": links.ics_path(registration),
     }

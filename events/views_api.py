@@ -1,20 +1,38 @@
 """The JSON API of the attendee surface: intake (spec.md §7.4, interfaces.md "Intake JSON").
 
-CSRF-exempt (no cookie authority: anyone may register, the funnel guards it). Errors are
-`{"error": {"code", "message", …details}}` with the status of `errors.http_status`.
+CSRF-exempt (no cookie authority: anyone may register, the funnel guards it) — which is why a
+body must be declared `application/json`: a cross-site form or `text/plain` fetch cannot send
+that without a CORS preflight this API never grants, so no page can make its visitors' browsers
+register people (415 otherwise).
+
+Every answer of this view is JSON. Errors are `{"error": {"code", "message", …details}}` with
+the status of `errors.http_status`: domain refusals, and the transport answers of docs/spec.md's
+register — 413 `payload_too_large` (DATA_UPLOAD_MAX_MEMORY_SIZE), 415
+`unsupported_media_type`, 503 `service_unavailable` + `Retry-After` (the rate limiter's Redis
+did not answer: nothing was decided, so a retry is safe), and 500 `server_error` for anything
+unexpected (logged with its traceback; the message says nothing of the cause).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from events import ratelimit
 from events.client import client_address
-from events.errors import DomainError, RateLimited, http_status
+from events.errors import Code, DomainError, RateLimited, http_status
 from events.services import intake
+
+logger = logging.getLogger("events.api")
+
+JSON_TYPE = "application/json"
+# Seconds a client should wait before retrying when the limiter's Redis is unavailable.
+RETRY_AFTER_UNAVAILABLE = 5
 
 
 def error_response(error: DomainError) -> JsonResponse:
@@ -24,27 +42,66 @@ def error_response(error: DomainError) -> JsonResponse:
     return response
 
 
+def transport_error(code: Code, message: str, **details) -> JsonResponse:
+    """A transport-level answer in the pinned error shape (status from the code)."""
+    body = {"error": {"code": code.value, "message": message, **details}}
+    response = JsonResponse(body, status=code.http_status)
+    response["Cache-Control"] = "private, no-store"
+    return response
+
+
+class _NotJson:
+    """The body does not parse as JSON (the service refuses it with `invalid_value`)."""
+
+
 def _json_body(request: HttpRequest):
-    """The parsed body, or None when it is not JSON: the service then refuses it with
-    `invalid_value`, after its 404 and rate-limit checks (the funnel's order holds)."""
+    """The parsed body, or a value the service refuses with `invalid_value` (after its 404 and
+    rate-limit checks: the funnel's order holds). Nesting deeper than the parser's recursion
+    limit is refused the same way, never a 500."""
     try:
         return json.loads(request.body)
-    except (ValueError, UnicodeDecodeError):
-        return None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return _NotJson()
 
 
 @csrf_exempt
 @require_POST
 def intake_registrations(request: HttpRequest, event_id: int) -> JsonResponse:
     try:
+        return _intake(request, event_id)
+    except Exception:
+        # The last resort: this API answers JSON even for its own faults.
+        logger.exception("intake API: unexpected error (event %s)", event_id)
+        return transport_error(Code.SERVER_ERROR, "Something went wrong on our side.")
+
+
+def _intake(request: HttpRequest, event_id: int) -> JsonResponse:
+    if request.content_type != JSON_TYPE:
+        return transport_error(
+            Code.UNSUPPORTED_MEDIA_TYPE,
+            "The body must be sent as application/json.",
+            content_type=JSON_TYPE,
+        )
+    try:
+        payload = _json_body(request)
+    except RequestDataTooBig:
+        return transport_error(Code.PAYLOAD_TOO_LARGE, "The body is too large.")
+    try:
         result = intake.submit(
             event_id=event_id,
-            payload=_json_body(request),
+            payload=payload,
             client=client_address(request),
             idempotency_key=request.headers.get("Idempotency-Key"),
         )
     except DomainError as error:
         return error_response(error)
+    except ratelimit.LimiterUnavailable as error:
+        logger.error("intake API: rate limiter unavailable (%s): answering 503", error)
+        response = transport_error(
+            Code.SERVICE_UNAVAILABLE, "Registration is temporarily unavailable; try again soon."
+        )
+        response["Retry-After"] = str(RETRY_AFTER_UNAVAILABLE)
+        return response
     # Sorted keys: a replay (read back from jsonb, which reorders keys) is byte-identical.
     response = JsonResponse(
         result.body, status=result.status, json_dumps_params={"sort_keys": True}

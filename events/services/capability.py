@@ -1,8 +1,9 @@
 """Capability tokens (spec.md §7.1): read one thing without an account.
 
 Invariants:
-- signed with EVENT_CAPABILITY_SECRET (never SECRET_KEY), one salt per purpose, so a token of
-  one purpose never opens another; signatures are compared in constant time by Django's Signer;
+- signed with EVENT_CAPABILITY_SECRET (never SECRET_KEY, never a SECRET_KEY_FALLBACKS key: the
+  Signer gets an explicit empty fallback list), one salt per purpose, so a token of one
+  purpose never opens another; signatures are compared in constant time by Django's Signer;
 - a `tickets`/`ics` token carries the registration's `token_version`; an `order` token carries
   the highest `token_version` among all the order's registrations (archived ones too, so
   archiving never lowers it); `revoke_links` raises the registration's version above that
@@ -44,7 +45,13 @@ def _signer(purpose: str) -> signing.Signer:
         raise SecretMissing("The capability secret is not configured.")
     if purpose not in PURPOSES:
         raise CapabilityRefused("Unknown purpose.", reason="purpose")
-    return signing.Signer(key=settings.EVENT_CAPABILITY_SECRET, salt=f"events.capability.{purpose}")
+    # fallback_keys=[]: Django's Signer otherwise also accepts signatures made with any key of
+    # settings.SECRET_KEY_FALLBACKS, which are not capability secrets (nor meant to stay).
+    return signing.Signer(
+        key=settings.EVENT_CAPABILITY_SECRET,
+        salt=f"events.capability.{purpose}",
+        fallback_keys=[],
+    )
 
 
 def _order_version(order_ref: str) -> int | None:
@@ -145,12 +152,13 @@ def current(*, claim: Claim, registration: Registration | None) -> Registration:
 def current_order(*, claim: Claim) -> str:
     """The order ref of an `order` claim if no registration of the order had its links revoked
     since the token was minted (one aggregate query)."""
-    version = _order_version(claim.subject)
+    order_ref = str(claim.subject)  # an `order` claim's subject is the order ref
+    version = _order_version(order_ref)
     if version is None:
         raise CapabilityRefused("Invalid link.", reason="unknown_order")
     if version != claim.version:
         raise CapabilityRefused("Invalid link.", reason="stale_version")
-    return claim.subject
+    return order_ref
 
 
 def verify(*, purpose: str, token: str) -> int | str:

@@ -4,9 +4,12 @@ Invariants:
 - the checks run in the contract's order and the first failure answers: unknown/unpublished
   event, rate limit, closed registrations, ticket, slot, sale window, priced ticket, quantity,
   attendees, questions, seats; every refusal is a typed DomainError and writes nothing;
-- the checks of the request read the event's configuration (tickets, slots, questions), which
-  the Event row lock does not guard; the seat decision and the cancellation fence are taken
-  by `registrations.register` under that lock, so the lock is held only while booking;
+- the input's shape (ids, text that fits its column and PostgreSQL, answers, quantity) is
+  checked before the lock, by the rules' one owners (`inputs`, `registrations.check_pair`,
+  `registrations.clean_answers`); what can change meanwhile — cancellation, a `pipe_end`
+  stage, the end date, the ticket's sale window and price — is decided again by
+  `registrations.register` under the Event row lock (`recheck`), with the seats, so a change
+  committed between the checks and the booking is refused and nothing is written;
 - the first answer to an Idempotency-Key is stored (IntakeIdempotency, unique (event, key)) in
   the transaction that creates the registrations; a concurrent duplicate loses on that unique
   index (its transaction, registrations included, rolls back) and answers the stored first
@@ -22,16 +25,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from events import ratelimit
+from events import ratelimit, selectors
 from events.errors import DomainError, NotFound, RegistrationsClosed, ValidationFailed
 from events.models import (
     ActorType,
     Event,
     IntakeIdempotency,
-    KanbanState,
     Question,
     QuestionChoice,
     QuestionType,
@@ -39,19 +41,20 @@ from events.models import (
     Slot,
     Ticket,
 )
-from events.services import audit, links, registrations
+from events.services import audit, inputs, links, registrations
 from events.services.contacts import is_valid_email
+from events.services.dberrors import violated_constraint
 
 MAX_PER_ORDER = 30
 MAX_KEY_LENGTH = 255
-CONTACT_FIELDS = ("name", "email", "phone", "company_name")
-CONTACT_QUESTIONS = {
+CONTACT_FIELDS = inputs.CONTACT_FIELDS
+CONTACT_QUESTIONS: dict[str, str] = {
     QuestionType.NAME: "name",
     QuestionType.EMAIL: "email",
     QuestionType.PHONE: "phone",
     QuestionType.COMPANY_NAME: "company_name",
 }
-UTM_FIELDS = ("source", "medium", "campaign")
+UTM_FIELDS = inputs.UTM_FIELDS
 PUBLIC = audit.Actor(ActorType.PUBLIC, label="public intake")
 
 
@@ -71,23 +74,14 @@ def closed_reason(*, event: Event, now: datetime) -> str | None:
     """Why registrations are closed whatever the ticket (cancelled, over, ended), or None.
 
     `event.stage_pipe_end`, when the caller loaded it, spares reading the stage."""
-    if event.kanban_state == KanbanState.CANCEL:
-        return "cancelled"
-    pipe_end = getattr(event, "stage_pipe_end", None)
-    if pipe_end is None:
-        pipe_end = event.stage.pipe_end
-    if pipe_end:
-        return "over"
-    if event.date_end <= now:
-        return "ended"
-    return None
+    return selectors.closed_reason(event, now=now)
 
 
 def sale_state(*, ticket: Ticket, now: datetime) -> str:
     """`not_started`, `ended`, `priced` (sold by the host) or `open`, in the intake's order."""
-    if ticket.start_sale_datetime is not None and ticket.start_sale_datetime > now:
+    if not selectors.is_launched(ticket, now=now):
         return "not_started"
-    if ticket.end_sale_datetime is not None and ticket.end_sale_datetime < now:
+    if selectors.is_expired(ticket, now=now):
         return "ended"
     if ticket.price > 0:
         return "priced"
@@ -116,7 +110,7 @@ def submit(
 ) -> IntakeResult:
     """Register the attendees of one public request, or refuse with the first failed check."""
     now = now or timezone.now()
-    event = _public_event(event_id)
+    event = _public_event(event_id) if inputs.as_id(event_id) is not None else None
     if event is None:
         raise NotFound("No such event.")
     ratelimit.hit(scope="intake", client=client)
@@ -125,10 +119,13 @@ def submit(
     key = (idempotency_key or "").strip() or None
     if key is None:
         return _register(event, payload, None, now)
-    if len(key) > MAX_KEY_LENGTH:
-        raise ValidationFailed(
-            "The Idempotency-Key is too long.", code="invalid_value", field="Idempotency-Key"
-        )
+    key = inputs.check_text(
+        key,
+        code="invalid_value",
+        max_length=MAX_KEY_LENGTH,
+        label="The Idempotency-Key",
+        field="Idempotency-Key",
+    )
     replay = _replay(event, key, payload)
     if replay is not None:
         return replay
@@ -165,24 +162,34 @@ def _register(event: Event, payload: Mapping[str, Any], key: str | None, now) ->
     if reason is not None:
         raise RegistrationsClosed(f"Registrations are closed ({reason}).", reason=reason)
     loaded = _load(event)
-    ticket = _check_ticket(loaded.tickets, payload.get("ticket_id"))
-    slot = _check_slot(event, loaded.slots, payload.get("slot_id"))
+    ticket, slot = registrations.check_pair(
+        event=event,
+        has_tickets=bool(loaded.tickets),
+        ticket=_pick(loaded.tickets, payload.get("ticket_id")),
+        slot=_pick(loaded.slots, payload.get("slot_id")),
+    )
     if ticket is not None:
         _check_sale(ticket, now)
     raw_attendees = _check_quantity(ticket, payload.get("attendees"))
     attendees = [_check_attendee(i, a, loaded.questions) for i, a in enumerate(raw_attendees)]
-    _check_answers(attendees, loaded.questions, loaded.choices)
+    _check_answers(event, attendees, loaded.questions, loaded.choices)
+    utm = _utm(payload.get("utm"))
+
+    def recheck(locked: Event, fresh: Ticket | None) -> None:
+        # Under the Event row lock (register): what may have changed since the checks above.
+        _recheck(locked, fresh, now)
 
     def book() -> list[Registration]:
-        # Locks the Event row, re-checks the cancellation fence, books the seats (sold_out).
+        # Locks the Event row, re-checks what can change (recheck), books the seats (sold_out).
         return registrations.register(
             event=event,
             attendees=attendees,
             ticket=ticket,
             slot=slot,
             state="open",
-            utm=_utm(payload.get("utm")),
+            utm=utm,
             actor=PUBLIC,
+            recheck=recheck,
             now=now,
         )
 
@@ -199,15 +206,10 @@ def _register(event: Event, payload: Mapping[str, Any], key: str | None, now) ->
                 response=body,
             )
     except IntegrityError as exc:
-        if _constraint(exc) != "intake_idempotency_key":
+        if violated_constraint(exc) != "intake_idempotency_key":
             raise
         raise _KeyTaken from exc
     return IntakeResult(201, body)
-
-
-def _constraint(exc: IntegrityError) -> str:
-    diag = getattr(exc.__cause__, "diag", None)
-    return getattr(diag, "constraint_name", None) or ""
 
 
 def _body(event: Event, rows: list[Registration]) -> dict[str, Any]:
@@ -276,42 +278,35 @@ def _load(event: Event) -> _Loaded:
     return _Loaded(tickets, slots, questions, choices)
 
 
-def _as_id(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
-
-
-def _check_ticket(tickets: Mapping[int, Ticket], raw: Any) -> Ticket | None:
+def _pick(rows: Mapping[int, Any], raw: Any) -> Any:
+    """The row an id names; None when no id was given; `registrations.UNKNOWN` otherwise."""
     if raw is None or raw == "":
-        if tickets:
-            raise ValidationFailed("Choose a ticket.", code="ticket_required", field="ticket")
         return None
-    ticket = tickets.get(_as_id(raw))
-    if ticket is None:
-        raise ValidationFailed(
-            "This ticket is not sold for this event.", code="invalid_ticket", field="ticket"
-        )
-    return ticket
+    row = rows.get(inputs.as_id(raw))  # type: ignore[arg-type]
+    return registrations.UNKNOWN if row is None else row
 
 
-def _check_slot(event: Event, slots: Mapping[int, Slot], raw: Any) -> Slot | None:
-    if not event.is_multi_slots:
-        if raw is None or raw == "":
-            return None
-        raise ValidationFailed("This event has no time slots.", code="invalid_slot", field="slot")
-    if raw is None or raw == "":
-        raise ValidationFailed("Choose a time slot.", code="slot_required", field="slot")
-    slot = slots.get(_as_id(raw))
-    if slot is None:
-        raise ValidationFailed(
-            "This time slot is not a slot of this event.", code="invalid_slot", field="slot"
-        )
-    return slot
+_STAGE_SQL = "SELECT pipe_end FROM events_stage WHERE id = %s"
+
+
+def _recheck(locked: Event, ticket: Ticket | None, now: datetime) -> None:
+    """Closed reason and sale window again, from rows read after the Event lock was taken.
+
+    The locked row carries kanban_state and date_end as committed; `ticket` was read again by
+    register() under the lock, and the stage is read here (READ COMMITTED: each statement sees
+    what is committed)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_STAGE_SQL, [locked.stage_id])
+        (locked.stage_pipe_end,) = cursor.fetchone()
+    reason = closed_reason(event=locked, now=now)
+    if reason is not None:
+        raise RegistrationsClosed(f"Registrations are closed ({reason}).", reason=reason)
+    if ticket is not None:
+        _check_sale(ticket, now)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
 
 
 def _check_sale(ticket: Ticket, now: datetime) -> None:
@@ -321,14 +316,14 @@ def _check_sale(ticket: Ticket, now: datetime) -> None:
             "Sales of this ticket have not started yet.",
             code="sale_not_started",
             field="ticket",
-            start_sale_datetime=ticket.start_sale_datetime.isoformat(),
+            start_sale_datetime=_iso(ticket.start_sale_datetime),
         )
     if state == "ended":
         raise ValidationFailed(
             "Sales of this ticket have ended.",
             code="sale_ended",
             field="ticket",
-            end_sale_datetime=ticket.end_sale_datetime.isoformat(),
+            end_sale_datetime=_iso(ticket.end_sale_datetime),
         )
     if state == "priced":
         raise ValidationFailed(
@@ -360,7 +355,7 @@ def _text(index: int, attendee: Mapping[str, Any], name: str) -> str:
         raise ValidationFailed(
             f"{name} must be text.", code="invalid_attendee", attendee=index, field=name
         )
-    return value.strip()
+    return inputs.check_contact(value, field=name, attendee=index)
 
 
 def _check_attendee(index: int, raw: Any, questions: Sequence[Question]) -> dict[str, Any]:
@@ -411,13 +406,13 @@ def _contact_answer(answers: Mapping[str, Any], questions: Sequence[Question], k
 
 
 def _check_answers(
+    event: Event,
     attendees: list[dict[str, Any]],
     questions: Sequence[Question],
     choices: Mapping[int, set[int]],
 ) -> None:
     """Mandatory questions first (a once-per-order one needs one answer in the request), then
-    every answer's validity."""
-    by_id = {str(q.pk): q for q in questions}
+    every answer's validity (registrations.clean_answers, the one answer rule)."""
     for index, attendee in enumerate(attendees):
         for question in questions:
             if not question.is_mandatory_answer:
@@ -435,42 +430,26 @@ def _check_answers(
                     attendee=index,
                     question=question.pk,
                 )
+    by_id = {q.pk: q for q in questions}
     for index, attendee in enumerate(attendees):
-        for key, value in attendee["answers"].items():
-            question = by_id.get(key)
-            if question is None:
-                raise ValidationFailed(
-                    f"{key!r} is not a question of this event.",
-                    code="invalid_answer",
-                    attendee=index,
-                    question=key,
-                )
-            attendee["answers"][key] = _check_answer(index, question, value, choices)
-
-
-def _check_answer(
-    index: int, question: Question, value: Any, choices: Mapping[int, set[int]]
-) -> Any:
-    def refuse(message: str) -> ValidationFailed:
-        return ValidationFailed(
-            message, code="invalid_answer", attendee=index, question=question.pk
+        attendee["answers"] = registrations.clean_answers(
+            questions=by_id,
+            choices=choices,
+            raw=attendee["answers"],
+            attendee=index,
+            country=event.country,
         )
-
-    if question.question_type == QuestionType.SIMPLE_CHOICE:
-        choice_id = _as_id(value)
-        if choice_id not in choices.get(question.pk, set()):
-            raise refuse(f"Choose one of the options of “{question.title}”.")
-        return choice_id
-    if not isinstance(value, str):
-        raise refuse(f"“{question.title}” takes text.")
-    text = value.strip()
-    if question.question_type == QuestionType.EMAIL and not is_valid_email(text):
-        raise refuse(f"{text!r} is not an email address.")
-    return text
 
 
 def _utm(raw: Any) -> dict[str, str]:
-    """Campaign tags: text values of source/medium/campaign only, cut to the column size."""
+    """Campaign tags: text values of source/medium/campaign only, cut to the column size
+    (inputs.limit); text PostgreSQL cannot store is refused (`utm.<name>`)."""
     if not isinstance(raw, Mapping):
         return {}
-    return {k: raw[k][:128] for k in UTM_FIELDS if isinstance(raw.get(k), str) and raw[k]}
+    utm = {}
+    for name in UTM_FIELDS:
+        value = raw.get(name)
+        if isinstance(value, str) and value:
+            value = inputs.check_text(value, code="invalid_value", field=f"utm.{name}")
+            utm[name] = value[: inputs.limit(f"utm_{name}")]
+    return utm

@@ -11,7 +11,7 @@ Invariants:
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -25,6 +25,7 @@ from events.errors import (
     ValidationFailed,
 )
 from events.models import (
+    CancelSource,
     ContactSource,
     Event,
     KanbanState,
@@ -37,8 +38,9 @@ from events.models import (
     Slot,
     Ticket,
 )
-from events.services import audit, locks, scheduler_rows, seats
+from events.services import audit, inputs, locks, scheduler, seats
 from events.services.contacts import is_valid_email, normalise_phone
+from events.services.dberrors import violated_constraint
 
 S = RegistrationState
 
@@ -55,7 +57,7 @@ TRANSITIONS: dict[tuple[str | None, str], str] = {
     (S.CANCEL, S.DRAFT): "reset_to_draft",
 }
 
-CONTACT_QUESTION_FIELDS = {
+CONTACT_QUESTION_FIELDS: dict[str, str] = {
     QuestionType.NAME: "name",
     QuestionType.EMAIL: "email",
     QuestionType.PHONE: "phone",
@@ -72,57 +74,144 @@ def new_barcode() -> str:
 # --- creation -----------------------------------------------------------------------------
 
 
-def _clean_answers(
-    event: Event, questions: dict[int, Question], raw: Mapping[Any, Any] | None
+class _Unknown:
+    """A ticket/slot id was given but names nothing of the event (the intake's lookup)."""
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN = _Unknown()
+
+
+def check_pair(
+    *,
+    event: Event,
+    has_tickets: bool,
+    ticket: Ticket | _Unknown | None,
+    slot: Slot | _Unknown | None,
+) -> tuple[Ticket | None, Slot | None]:
+    """The one ticket/slot rule (spec.md §2.6, §7.4 checks 4–5): a ticket when the event has
+    tickets, of this event; a slot exactly when the event is multi-slot, of this event.
+    `UNKNOWN` is an id given that names no ticket/slot of the event."""
+    if ticket is None and has_tickets:
+        raise ValidationFailed("Choose a ticket.", code="ticket_required", field="ticket")
+    if ticket is UNKNOWN or (isinstance(ticket, Ticket) and ticket.event_id != event.pk):
+        raise ValidationFailed(
+            "This ticket is not sold for this event.", code="invalid_ticket", field="ticket"
+        )
+    if not event.is_multi_slots:
+        if slot is not None:
+            raise ValidationFailed(
+                "This event has no time slots.", code="invalid_slot", field="slot"
+            )
+    elif slot is None:
+        raise ValidationFailed("Choose a time slot.", code="slot_required", field="slot")
+    elif slot is UNKNOWN or (isinstance(slot, Slot) and slot.event_id != event.pk):
+        raise ValidationFailed(
+            "This time slot is not a slot of this event.", code="invalid_slot", field="slot"
+        )
+    assert not isinstance(ticket, _Unknown) and not isinstance(slot, _Unknown)
+    return ticket, slot
+
+
+def clean_answers(
+    *,
+    questions: Mapping[int, Question],
+    choices: Mapping[int, Collection[int]],
+    raw: Mapping[Any, Any] | None,
+    attendee: int,
+    country: str,
 ) -> dict[int, Any]:
-    """{question_id: choice_id | text}, validated against the event's questions."""
+    """The one answer rule: {question_id: choice_id | text} from one attendee's raw answers.
+
+    Blank answers are dropped; a key must be a question of `questions`; a choice must be one
+    of the question's `choices`; any other answer is storable text (an email question's a
+    valid address; a phone question's normalised like the phone field)."""
     cleaned: dict[int, Any] = {}
     for key, value in (raw or {}).items():
-        try:
-            question_id = int(key)
-        except (TypeError, ValueError):
-            raise ValidationFailed(
-                f"Unknown question {key!r}.", code="invalid_answer", question=str(key)
-            ) from None
-        question = questions.get(question_id)
+        question = questions.get(inputs.as_id(key))  # type: ignore[arg-type]
         if question is None:
             raise ValidationFailed(
-                f"Question {key} is not a question of this event.",
+                f"{str(key)!r} is not a question of this event.",
                 code="invalid_answer",
-                question=question_id,
+                attendee=attendee,
+                question=str(key),
             )
         if value is None or (isinstance(value, str) and not value.strip()):
             continue
+
+        question_pk: int = question.pk
+
+        def refuse(message: str, question_pk: int = question_pk) -> ValidationFailed:
+            return ValidationFailed(
+                message, code="invalid_answer", attendee=attendee, question=question_pk
+            )
+
         if question.question_type == QuestionType.SIMPLE_CHOICE:
-            try:
-                choice_id = int(value)
-            except (TypeError, ValueError):
-                choice_id = None
-            if choice_id not in {c.pk for c in question.choices.all()}:
-                raise ValidationFailed(
-                    f"Choice {value!r} does not belong to question {question_id}.",
-                    code="invalid_answer",
-                    question=question_id,
-                )
-            cleaned[question_id] = choice_id
-        else:
-            if not isinstance(value, str):
-                raise ValidationFailed(
-                    f"Question {question_id} takes text.",
-                    code="invalid_answer",
-                    question=question_id,
-                )
-            text = value.strip()
-            if question.question_type == QuestionType.EMAIL and not is_valid_email(text):
-                raise ValidationFailed(
-                    f"{text!r} is not an email address.",
-                    code="invalid_answer",
-                    question=question_id,
-                )
-            if question.question_type == QuestionType.PHONE:
-                text = normalise_phone(text, country=event.country)
-            cleaned[question_id] = text
+            choice_id = inputs.as_id(value)
+            if choice_id is None or choice_id not in choices.get(question.pk, ()):
+                raise refuse(f"Choose one of the options of “{question.title}”.")
+            cleaned[question.pk] = choice_id
+            continue
+        if not isinstance(value, str):
+            raise refuse(f"“{question.title}” takes text.")
+        text = inputs.check_text(
+            value,
+            code="invalid_answer",
+            label=f"“{question.title}”",
+            attendee=attendee,
+            question=question.pk,
+        )
+        if question.question_type == QuestionType.EMAIL and not is_valid_email(text):
+            raise refuse(f"{text!r} is not an email address.")
+        if question.question_type == QuestionType.PHONE:
+            text = normalise_phone(text, country=country)
+        contact = CONTACT_QUESTION_FIELDS.get(question.question_type)
+        if contact is not None:
+            # It may fill the contact field: the field's column is its limit.
+            text = inputs.check_text(
+                text,
+                code="invalid_answer",
+                max_length=inputs.limit(contact),
+                label=f"“{question.title}”",
+                attendee=attendee,
+                question=question.pk,
+            )
+        cleaned[question.pk] = text
     return cleaned
+
+
+def _contact_fields(
+    event: Event,
+    index: int,
+    attendee: Mapping[str, Any],
+    questions: Mapping[int, Question],
+    answers: Mapping[int, Any],
+) -> dict[str, str]:
+    """name, email, phone, company_name of one attendee: the typed fields, an empty one taken
+    from its contact question's answer; each within its column (inputs.limit)."""
+    fields: dict[str, str] = {}
+    for field in inputs.CONTACT_FIELDS:
+        value = attendee.get(field) or ""
+        if not isinstance(value, str):
+            raise ValidationFailed(
+                f"{field} must be text.", code="invalid_attendee", attendee=index, field=field
+            )
+        fields[field] = inputs.check_contact(value, field=field, attendee=index)
+    fields["phone"] = normalise_phone(fields["phone"], country=event.country)
+    for question_id, value in answers.items():
+        contact = CONTACT_QUESTION_FIELDS.get(questions[question_id].question_type)
+        if contact and not fields[contact]:
+            fields[contact] = inputs.check_contact(value, field=contact, attendee=index)
+    if fields["email"] and not is_valid_email(fields["email"]):
+        raise ValidationFailed(
+            f"{fields['email']!r} is not an email address.",
+            code="invalid_attendee",
+            attendee=index,
+            field="email",
+        )
+    return fields
 
 
 def register(
@@ -139,13 +228,18 @@ def register(
     utm: Mapping[str, str] | None = None,
     actor: Any,
     contact_sources: Sequence[str] | None = None,
+    recheck: Callable[[Event, Ticket | None], None] | None = None,
     now=None,
 ) -> list[Registration]:
     """Create one registration per attendee, all or none.
 
     An attendee is a mapping with name, email, phone, company_name and answers
     ({question_id: text | choice_id}). `contact_sources` (one per attendee, default
-    "attendee") marks rows whose details came from the host partner.
+    "attendee") marks rows whose details came from the host partner. The ticket is read again
+    under the Event row lock (its limit is the one booked against). `recheck(event, ticket)`
+    runs under that lock, with the locked event and that fresh ticket, before the answers and
+    seats are decided: the caller's own gates on what can change meanwhile (the public intake
+    re-checks stage, end date and sale window there); it refuses by raising a DomainError.
     """
     if (None, state) not in TRANSITIONS:
         raise InvalidTransition(f"A registration cannot be created in state {state!r}.")
@@ -165,6 +259,7 @@ def register(
         "sale_status": sale_status,
         "utm": utm or {},
         "contact_sources": contact_sources,
+        "recheck": recheck,
         "actor": actor,
         "now": now,
     }
@@ -181,8 +276,7 @@ def register(
 
 
 def _barcode_collision(exc: IntegrityError) -> bool:
-    diag = getattr(exc.__cause__, "diag", None)
-    return "barcode" in (getattr(diag, "constraint_name", None) or "")
+    return "barcode" in violated_constraint(exc)
 
 
 def _register(
@@ -198,15 +292,23 @@ def _register(
     sale_status: str,
     utm: Mapping[str, str],
     contact_sources: Sequence[str] | None,
+    recheck: Callable[[Event, Ticket | None], None] | None,
     actor: Any,
     now,
 ) -> list[Registration]:
     with transaction.atomic():
         event = locks.lock_event_for_booking(event_id)
         if state == S.OPEN and event.kanban_state == KanbanState.CANCEL:
-            raise RegistrationsClosed("The event is cancelled.")
-        ticket, slot = _check_pair(event, ticket, slot)
-        questions = {}
+            raise RegistrationsClosed("The event is cancelled.", reason="cancelled")
+        # The ticket as committed now (its limit, sale window and price may have changed
+        # since the caller read it; ticket edits take this same lock).
+        fresh = _fresh_ticket(ticket) if ticket is not None else None
+        ticket, slot = check_pair(
+            event=event, has_tickets=event.has_tickets, ticket=fresh, slot=slot
+        )
+        if recheck is not None:
+            recheck(event, ticket)
+        questions: dict[int, Question] = {}
         if event.has_questions:
             questions = {
                 q.pk: q
@@ -214,29 +316,23 @@ def _register(
                     "choices"
                 )
             }
-        answers = [_clean_answers(event, questions, a.get("answers")) for a in attendees]
+        choices = {q.pk: {c.pk for c in q.choices.all()} for q in questions.values()}
+        answers = [
+            clean_answers(
+                questions=questions,
+                choices=choices,
+                raw=a.get("answers"),
+                attendee=index,
+                country=event.country,
+            )
+            for index, a in enumerate(attendees)
+        ]
         _copy_once_per_order(questions, answers)
         sources = list(contact_sources or [ContactSource.ATTENDEE] * len(attendees))
 
         rows = []
         for index, attendee in enumerate(attendees):
-            fields = {
-                "name": (attendee.get("name") or "").strip(),
-                "email": (attendee.get("email") or "").strip(),
-                "phone": normalise_phone(attendee.get("phone") or "", country=event.country),
-                "company_name": (attendee.get("company_name") or "").strip(),
-            }
-            for question_id, value in answers[index].items():
-                field = CONTACT_QUESTION_FIELDS.get(questions[question_id].question_type)
-                if field and not fields[field]:
-                    fields[field] = value
-            if fields["email"] and not is_valid_email(fields["email"]):
-                raise ValidationFailed(
-                    f"{fields['email']!r} is not an email address.",
-                    code="invalid_attendee",
-                    attendee=index,
-                    field="email",
-                )
+            fields = _contact_fields(event, index, attendee, questions, answers[index])
             rows.append(
                 Registration(
                     event=event,
@@ -294,29 +390,13 @@ def _register(
         )
         if state == S.OPEN:
             if event.has_after_sub:  # flag read by the lock statement
-                scheduler_rows.registrations_opened(event=event, registrations=rows, now=now)
+                scheduler.registrations_opened(event=event, registrations=rows, now=now)
         hooks.run(hooks.registrations_changed, rows, actor)
     return rows
 
 
-def _check_pair(event: Event, ticket: Ticket | None, slot: Slot | None):
-    has_tickets = event.has_tickets  # annotated by locks.lock_event_for_booking
-    if ticket is None and has_tickets:
-        raise ValidationFailed("Choose a ticket.", code="ticket_required", field="ticket")
-    if ticket is not None and ticket.event_id != event.pk:
-        raise ValidationFailed(
-            "This ticket is not sold for this event.", code="invalid_ticket", field="ticket"
-        )
-    if event.is_multi_slots:
-        if slot is None:
-            raise ValidationFailed("Choose a time slot.", code="slot_required", field="slot")
-        if slot.event_id != event.pk:
-            raise ValidationFailed(
-                "This slot is not a slot of this event.", code="invalid_slot", field="slot"
-            )
-    elif slot is not None:
-        raise ValidationFailed("This event has no time slots.", code="invalid_slot", field="slot")
-    return ticket, slot
+def _fresh_ticket(ticket: Ticket) -> Ticket | _Unknown:
+    return Ticket.objects.filter(pk=ticket.pk).first() or UNKNOWN
 
 
 def _copy_once_per_order(questions: dict[int, Question], answers: list[dict[int, Any]]) -> None:
@@ -335,7 +415,7 @@ def _copy_once_per_order(questions: dict[int, Question], answers: list[dict[int,
 
 
 def _transition(
-    registration: Registration, to: str, verb: str, actor: Any, *, now=None
+    registration: Registration, to: str, verb: str, actor: Any, *, now=None, cancel_source=""
 ) -> Registration:
     now = now or timezone.now()
     with transaction.atomic():
@@ -362,6 +442,10 @@ def _transition(
             elif hold is not None:
                 seats.apply(event=event, holds=[hold])
         reg.state = to
+        # Who cancelled (staff / order) decides the seam's mint count; leaving `cancel` clears it.
+        if reg.cancel_source != (cancel_source if to == S.CANCEL else ""):
+            reg.cancel_source = cancel_source if to == S.CANCEL else ""
+            update.append("cancel_source")
         if to == S.OPEN and reg.confirmed_at is None:
             reg.confirmed_at = now
             update.append("confirmed_at")
@@ -376,13 +460,13 @@ def _transition(
             data={"state": [source, to]},
         )
         if to == S.OPEN and source == S.DRAFT:
-            scheduler_rows.registrations_opened(event=event, registrations=[reg], now=now)
+            scheduler.registrations_opened(event=event, registrations=[reg], now=now)
         hooks.run(hooks.registrations_changed, [reg], actor)
     return reg
 
 
 def _ledger_delta(source: str, to: str, reg: Registration) -> seats.Hold | None:
-    held = {S.OPEN: "reserved", S.DONE: "used"}
+    held: dict[str, str] = {S.OPEN: "reserved", S.DONE: "used"}
     delta = {"reserved": 0, "used": 0}
     if source in held:
         delta[held[source]] -= 1
@@ -405,8 +489,11 @@ def undo_attendance(*, registration: Registration, actor: Any) -> Registration:
     return _transition(registration, S.OPEN, "undo_attendance", actor)
 
 
-def cancel(*, registration: Registration, actor: Any) -> Registration:
-    return _transition(registration, S.CANCEL, "cancel", actor)
+def cancel(*, registration: Registration, actor: Any, source: str = "staff") -> Registration:
+    """`source` is who cancelled: "staff" (the default) or "order" (a host order cancellation)."""
+    if source not in CancelSource.values:
+        raise ValidationFailed(f"Unknown cancel source {source!r}.", code="invalid_value")
+    return _transition(registration, S.CANCEL, "cancel", actor, cancel_source=source)
 
 
 def reset_to_draft(*, registration: Registration, actor: Any) -> Registration:
@@ -445,7 +532,8 @@ def unarchive(*, registration: Registration, actor: Any) -> Registration:
 def sync_from_partner(
     *, partner_ref: str, name: str, email: str, phone: str, company_name: str, actor: Any
 ) -> int:
-    """Copy the host partner's details onto its partner-sourced draft/open registrations."""
+    """Copy the host partner's details onto its partner-sourced draft/open registrations
+    (active ones only: archived registrations are left alone)."""
     if not partner_ref:
         raise ValidationFailed("partner_ref is required.", code="invalid_value")
     with transaction.atomic():
@@ -456,16 +544,24 @@ def sync_from_partner(
                 partner_ref=partner_ref,
                 contact_source=ContactSource.PARTNER,
                 state__in=(S.DRAFT, S.OPEN),
+                # An archived registration is a closed record: its details stay as they were.
+                active=True,
             )
             .order_by("pk")
         )
         entries = []
+        typed = {"name": name, "email": email, "phone": phone, "company_name": company_name}
+        # The host's details meet the same columns as an attendee's (inputs.limit).
+        typed = {
+            field: inputs.check_text(
+                value or "", code="invalid_value", max_length=inputs.limit(field), field=field
+            )
+            for field, value in typed.items()
+        }
         for reg in regs:
             new = {
-                "name": name or "",
-                "email": email or "",
-                "phone": normalise_phone(phone or "", country=reg.event.country),
-                "company_name": company_name or "",
+                **typed,
+                "phone": normalise_phone(typed["phone"], country=reg.event.country),
             }
             changed = {k: [getattr(reg, k), v] for k, v in new.items() if getattr(reg, k) != v}
             if not changed:

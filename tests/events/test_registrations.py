@@ -349,3 +349,26 @@ def test_a_barcode_collision_is_retried_as_a_whole_transaction(actor, monkeypatc
     rows = registrations.register(event=event, attendees=[{"name": "A"}], actor=actor)
 
     _assert_collision_retried(event, existing, handed, rows)
+
+
+@pytest.mark.django_db
+def test_sync_from_partner_leaves_archived_registrations_alone(actor):
+    """An archived draft is a closed record: the partner's new details do not reach it (and
+    write no audit row for it); the live draft of the same partner is synced."""
+    event = factories.EventFactory(country="BE")
+    partner = {"partner_ref": "P9", "contact_source": ContactSource.PARTNER, "event": event}
+    live = factories.RegistrationFactory(state=S.DRAFT, name="Old", **partner)
+    archived = factories.RegistrationFactory(state=S.DRAFT, name="Old", **partner)
+    registrations.archive(registration=archived, actor=actor)
+    archived_before = Registration.objects.filter(pk=archived.pk).values().get()
+
+    count = registrations.sync_from_partner(
+        partner_ref="P9", name="New", email="", phone="", company_name="", actor=actor
+    )
+
+    assert count == 1
+    assert Registration.objects.get(pk=live.pk).name == "New"
+    assert Registration.objects.filter(pk=archived.pk).values().get() == archived_before
+    assert not EventAuditLog.objects.filter(
+        verb="registration.partner_synced", registration_id=archived.pk
+    ).exists()

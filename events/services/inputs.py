@@ -1,0 +1,84 @@
+"""The shape of visitor input: the one owner of each limit a typed value must respect.
+
+Invariants:
+- a column-bound text is refused when longer than its column: the limit is read from the
+  model field (`Registration._meta`), never written twice; the form's `maxlength` reads the
+  same `limit()`;
+- text PostgreSQL cannot store (NUL) or UTF-8 cannot encode (lone surrogates) is refused;
+- an id is ASCII digits or a JSON integer inside the bigint range; anything else (Unicode
+  digits `str.isdigit()` accepts but `int()` refuses or reads differently, bools, floats,
+  huge numbers) is no id at all, so the caller's "unknown" refusal answers;
+- every refusal is a `ValidationFailed` naming the field; nothing here writes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import CharField
+
+from events.errors import ValidationFailed
+from events.models import Registration
+
+BIGINT_MAX = 2**63 - 1
+CONTACT_FIELDS = ("name", "email", "phone", "company_name")
+UTM_FIELDS = ("source", "medium", "campaign")
+
+
+def limit(field: str) -> int:
+    """The max_length of a Registration column (`name`, `email`, `utm_source`, …)."""
+    column = Registration._meta.get_field(field)
+    assert isinstance(column, CharField) and column.max_length is not None, field
+    return column.max_length
+
+
+def as_id(value: Any) -> int | None:
+    """A positive database id from a JSON integer or ASCII digits, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if not (text.isascii() and text.isdigit()) or len(text) > 19:
+            return None
+        value = int(text)
+    if isinstance(value, int) and 0 < value <= BIGINT_MAX:
+        return value
+    return None
+
+
+def storable(value: str) -> bool:
+    """PostgreSQL text can hold it: no NUL, no lone surrogate."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_text(
+    value: str, *, code: str, max_length: int | None = None, label: str = "", **where: Any
+) -> str:
+    """`value` stripped, or a refusal (`code`, `where` names the field: field=/question=)."""
+    what = label or str(where.get("field") or "This answer")
+    if not storable(value):
+        raise ValidationFailed(
+            f"{what} contains characters that cannot be stored.", code=code, **where
+        )
+    text = value.strip()
+    if max_length is not None and len(text) > max_length:
+        raise ValidationFailed(
+            f"{what} is too long (at most {max_length} characters).",
+            code=code,
+            max_length=max_length,
+            **where,
+        )
+    return text
+
+
+def check_contact(value: str, *, field: str, attendee: int) -> str:
+    """A contact field (name, email, phone, company_name) within its column."""
+    return check_text(
+        value, code="invalid_attendee", max_length=limit(field), attendee=attendee, field=field
+    )
