@@ -74,6 +74,7 @@ class Code(ErrorCode):
     # Transport-level answers of the JSON API (docs/spec.md register): not domain refusals, but
     # they answer in the same pinned error shape.
     SERVICE_UNAVAILABLE = "service_unavailable", 503
+    METHOD_NOT_ALLOWED = "method_not_allowed", 405
     PAYLOAD_TOO_LARGE = "payload_too_large", 413
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type", 415
     SERVER_ERROR = "server_error", 500

@@ -7,7 +7,7 @@ register people (415 otherwise).
 
 Every answer of this view is JSON. Errors are `{"error": {"code", "message", …details}}` with
 the status of `errors.http_status`: domain refusals, and the transport answers of docs/spec.md's
-register — 413 `payload_too_large` (DATA_UPLOAD_MAX_MEMORY_SIZE), 415
+register — 413 `payload_too_large` (DATA_UPLOAD_MAX_MEMORY_SIZE), 405 `method_not_allowed`, 415
 `unsupported_media_type`, 503 `service_unavailable` + `Retry-After` (the rate limiter's Redis
 did not answer: nothing was decided, so a retry is safe), and 500 `server_error` for anything
 unexpected (logged with its traceback; the message says nothing of the cause).
@@ -21,7 +21,6 @@ import logging
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_POST
 
 from events import ratelimit
 from events.client import client_address
@@ -65,8 +64,11 @@ def _json_body(request: HttpRequest):
 
 
 @csrf_exempt
-@require_POST
 def intake_registrations(request: HttpRequest, event_id: int) -> JsonResponse:
+    if request.method != "POST":
+        response = transport_error(Code.METHOD_NOT_ALLOWED, "Only POST registers attendees.")
+        response["Allow"] = "POST"
+        return response
     try:
         return _intake(request, event_id)
     except Exception:

@@ -246,6 +246,16 @@ def test_a_body_not_declared_json_is_refused_415(client, ev, content_type):
     assert written() == before
 
 
+@pytest.mark.parametrize("method", ["get", "put", "delete", "patch"])
+def test_other_methods_answer_405_json(client, ev, method):
+    event, *_ = ev
+    before = written()
+    response = getattr(client, method)(f"/api/v1/events/{event.pk}/registrations")
+    refused(response, 405, "method_not_allowed")
+    assert response["Allow"] == "POST"
+    assert written() == before
+
+
 def test_a_json_content_type_with_a_charset_is_accepted(client, ev):
     event, ticket, *_ = ev
     response = api(client, event.pk, one(ticket), content_type="application/json; charset=utf-8")
