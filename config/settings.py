@@ -6,9 +6,12 @@ django-environ's ImproperlyConfigured naming it. A `.env` file beside manage.py 
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import environ
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -34,6 +37,7 @@ INSTALLED_APPS = [
     "leads",
     "desk",
     "seams",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -45,7 +49,48 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last: it turns a refused (throttled) admin login into the lockout response.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Admin login throttle (django-axes, issue 9): failures are counted in the Redis cache per
+# username and, separately, per client address (events.client.client_address, so
+# EVENT_TRUSTED_PROXY decides which address counts); from the 5th failure within the cool-off on,
+# every attempt answers 429 "Account locked: too many login attempts. Please try again later."
+# even with the right password, and axes logs a WARNING "AXES: Locking out …" line naming both.
+# A Redis fault never blocks staff: events.login_throttle fails open and logs it.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_HANDLER = "events.login_throttle.FailOpenCacheHandler"
+AXES_CACHE = "default"
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_CLIENT_IP_CALLABLE = "events.client.client_address"
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False  # no "AXES: BEGIN" line on every start of every process
+# The lockout line names the username and address (axes masks both by default): staff need them.
+AXES_SENSITIVE_PARAMETERS: list[str] = []
+
+# Content-Security-Policy (django-csp) on every response, public pages and admin alike: scripts
+# only from this origin (no inline script anywhere: the admin uses static files, the attendee
+# pages have none); inline styles stay allowed (the attendee base template and the admin's change
+# list carry <style> blocks; style injection cannot run code).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -83,6 +128,19 @@ if os.environ.get("TEST_DB_SUFFIX"):
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {"default": env.cache_url("CACHE_URL")}
+# Short timeouts and no client-side retries on every Redis client (issue 9): a down or hung Redis
+# costs a request at most ~1 s (the limiter then answers 503, nudges are skipped and logged),
+# never a worker blocked for 30 s. redis-py's default retry would multiply the wait.
+REDIS_CONNECT_TIMEOUT = 0.5
+REDIS_READ_TIMEOUT = 0.5
+if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":
+    CACHES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "socket_connect_timeout": REDIS_CONNECT_TIMEOUT,
+            "socket_timeout": REDIS_READ_TIMEOUT,
+            "retry": Retry(NoBackoff(), 0),
+        }
+    )
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -105,8 +163,14 @@ STORAGES = {
 
 LOGIN_URL = "/admin/login/"
 
-# Email: Django's backend from EMAIL_URL (smtp://, consolemail://, …).
-vars().update(env.email_url("EMAIL_URL"))
+# Email: Django's backend from EMAIL_URL (smtp://, filemail://, consolemail://, …). `filemail://`
+# without a path writes each delivery batch as a file into var/mail/ (the demo's local mailbox;
+# the admin's mail outbox shows the same mails): mails hold live capability links and must not go
+# to a process's log.
+_email = env.email_url("EMAIL_URL")
+if _email["EMAIL_BACKEND"].endswith(".filebased.EmailBackend") and not _email["EMAIL_FILE_PATH"]:
+    _email["EMAIL_FILE_PATH"] = str(BASE_DIR / "var" / "mail")
+vars().update(_email)
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL")
 
 # Celery
@@ -117,6 +181,24 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
+# A hung or down broker must not hold a web worker (issue 9): short socket timeouts, one quick
+# publish retry, then the publisher's error (nudges log it; beat's next pass does the work).
+# The worker's BRPOP is driven by its event loop (reads only when the socket is readable), so
+# a 1 s read timeout does not disturb consuming.
+CELERY_BROKER_CONNECTION_TIMEOUT = 1
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_connect_timeout": 1,
+    "socket_timeout": 1,
+    "retry_on_timeout": False,
+    "max_retries": 1,
+}
+CELERY_TASK_PUBLISH_RETRY = True
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.1,
+    "interval_max": 0.1,
+}
 
 # The contract's knobs (spec.md §10): no defaults.
 EVENT_CAPABILITY_SECRET = env.str("EVENT_CAPABILITY_SECRET")

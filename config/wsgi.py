@@ -13,3 +13,10 @@ from events.checks import check_capability_secret  # noqa: E402
 _problems = check_capability_secret(None)
 if _problems:
     raise ImproperlyConfigured("; ".join(problem.msg for problem in _problems))
+
+# The overlays' own start-up refusals (events.hooks.startup_checks; sms: a gateway adapter
+# without EVENT_SMS_GATEWAY_URL), each raising ImproperlyConfigured naming its knob.
+from events import hooks  # noqa: E402
+
+for _check in hooks.startup_checks:
+    _check()

@@ -1,11 +1,13 @@
 """Logs without capability tokens (spec.md §7.1: a token is never logged).
 
-Procfile runs gunicorn with `--logger-class events.access_log.TokenMaskingLogger`: every atom
+config/gunicorn.py sets `logger_class = "events.access_log.TokenMaskingLogger"`: every atom
 of the access line (path, request line, referer, headers, environ) has the token of
-/my-tickets/<token>/ and /ics/<token>.ics replaced by a fixed mask. settings.LOGGING puts
+/my-tickets/<token>/ and /ics/<token>.ics replaced by a fixed mask, and its control characters
+escaped (a CR/LF decoded from a path cannot forge a second line). settings.LOGGING puts
 `TokenMaskingFilter` on Django's request loggers (an unexpected 500 logs
 "Internal Server Error: <path>") and on the console handler: message, arguments and
-traceback text are masked the same way.
+traceback text are masked the same way; config/celery.py puts the filter on Celery's own
+handlers (worker and beat).
 """
 
 from __future__ import annotations
@@ -22,14 +24,29 @@ TOKEN_PATH = re.compile(r"/(my-tickets|ics)/(?:(?! HTTP/)[^/?#\"])+")
 MASK = "***"
 
 
+# C0/C1 controls, DEL and the Unicode line/paragraph separators: any of them in a logged
+# value could end the line early and forge the next one.
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
 def mask(value: str) -> str:
     return TOKEN_PATH.sub(lambda m: f"/{m.group(1)}/{MASK}", value)
 
 
+def escape_controls(value: str) -> str:
+    """`\\xNN` / `\\uNNNN` for every control character: a logged value stays on its line.
+    (The backslash itself is escaped too, so an escaped "\\x0a" cannot be faked either.)"""
+    value = value.replace("\\", "\\\\")
+    return CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), value)
+
+
 class TokenMaskingLogger(Logger):
+    """Gunicorn's logger with every access-line atom token-masked and control-escaped: a percent-
+    encoded CR/LF in a path (decoded into PATH_INFO) cannot forge a second access line."""
+
     def atoms(self, resp, req, environ, request_time):
         atoms = super().atoms(resp, req, environ, request_time)
-        return {k: mask(v) if isinstance(v, str) else v for k, v in atoms.items()}
+        return {k: escape_controls(mask(v)) if isinstance(v, str) else v for k, v in atoms.items()}
 
 
 def _masked(value: object) -> object:

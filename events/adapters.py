@@ -3,8 +3,10 @@ mail queue. Wired by `.env.example` so the product works alone.
 
 - `DatabaseTemplateRenderer`: `MessageTemplate` rows in the Django template language; mail
   bodies are autoescaped HTML (with a derived plain-text part), sms bodies and subjects are
-  plain text. Context: registration, event, ticket, slot, event_begin (formatted in the event's
-  time zone), tickets_url, ics_url (computed only when a template uses them).
+  plain text. Context (plain values, never model instances: a template cannot reach other rows
+  through the ORM): registration, event, ticket, slot as dicts of the fields named below,
+  event_begin (formatted in the event's time zone), tickets_url, ics_url (computed only when a
+  template uses them).
 - `OutboxMailQueue`: one `MailOutbox` row per mail, written in the caller's transaction (the
   pass batch), with a stable Message-ID; delivery is nudged after commit. A mail whose
   idempotency key is already in the outbox counts as queued (`ON CONFLICT DO NOTHING`): the
@@ -52,6 +54,28 @@ def format_begin(moment, tz_name: str) -> str:
     return f"{dateformat.format(local, 'l j F Y, H:i')} ({tz_name})"
 
 
+# The fields a message template may use, per object of its context (copied into plain dicts).
+REGISTRATION_FIELDS = ("name", "email", "phone", "company_name", "barcode", "state")
+EVENT_FIELDS = (
+    "name",
+    "organizer",
+    "venue",
+    "address",
+    "description",
+    "ticket_instructions",
+    "date_begin",
+    "date_end",
+    "date_tz",
+    "lang",
+)
+TICKET_FIELDS = ("name", "description", "price")
+SLOT_FIELDS = ("date", "start_datetime", "end_datetime")
+
+
+def _plain(obj, fields: tuple[str, ...]) -> dict[str, object] | None:
+    return None if obj is None else {field: getattr(obj, field) for field in fields}
+
+
 class DatabaseTemplateRenderer(EventTemplateRenderer):
     """Templates from the `MessageTemplate` table; compiled once per instance (one pass)."""
 
@@ -87,11 +111,14 @@ class DatabaseTemplateRenderer(EventTemplateRenderer):
         event = registration.event
         slot = slot if slot is not None else registration.slot
         begin = slot.start_datetime if slot is not None else event.date_begin
+        # A plain context (spec.md §12, issue 9): dicts of this registration's own fields, never
+        # model instances, so a template cannot walk the ORM to other attendees' data
+        # ({{ event.registrations.all }} renders nothing).
         values = {
-            "registration": registration,
-            "event": event,
-            "ticket": registration.ticket,
-            "slot": slot,
+            "registration": _plain(registration, REGISTRATION_FIELDS),
+            "event": _plain(event, EVENT_FIELDS),
+            "ticket": _plain(registration.ticket, TICKET_FIELDS),
+            "slot": _plain(slot, SLOT_FIELDS),
             "event_begin": format_begin(begin, event.date_tz),
             # Callables: the template language calls them only when a template uses them.
             "tickets_url": lambda: links.tickets_url(registration),
@@ -123,11 +150,11 @@ class OutboxMailQueue(EventMailQueue):
     and back to the same date), so the insert skips it instead of failing the whole batch.
     """
 
-    def enqueue(self, *, mail: OutgoingMail) -> None:
-        self.enqueue_many(mails=[mail])
+    def enqueue(self, *, message: OutgoingMail) -> None:
+        self.enqueue_many(messages=[message])
 
-    def enqueue_many(self, *, mails: Sequence[OutgoingMail]) -> None:
-        if not mails:
+    def enqueue_many(self, *, messages: Sequence[OutgoingMail]) -> None:
+        if not messages:
             return
         now = timezone.now()
         MailOutbox.objects.bulk_create(
@@ -143,7 +170,7 @@ class OutboxMailQueue(EventMailQueue):
                     body_html=m.body_html,
                     next_attempt_at=now,
                 )
-                for m in mails
+                for m in messages
             ],
             ignore_conflicts=True,
         )

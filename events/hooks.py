@@ -12,6 +12,24 @@ core calls each hook inside the same transaction as the change. Never Django sig
   (`events.reference_data.ensure`); the overlay's own data migration grants them first.
 - `seed_demo_type(event_type)`: `manage.py seed_demo` lets each overlay add its template lines
   to the demo event type (the booths overlay adds booth lines).
+- `seed_demo(stdout)`: after `manage.py seed_demo` loaded the core demo, each overlay adds its
+  own demo rows (the seams overlay leaves one applied and one parked inbox message).
+- `periodic_tasks`: Celery beat entries of overlays, each a mapping `{"name", "task",
+  "schedule"}` (schedule in seconds or a celery schedule). `config/celery.py` merges them into
+  `beat_schedule` once Django is set up, so core config never names an overlay task (the leads
+  overlay adds its lead pass, every minute).
+- `sale_order_lines[kind](effect=, order=, lines=, actor=)`: a host order line kind other than
+  `ticket` is handled by the overlay that registers it (booths: `booth`), inside the seam's
+  transaction; `effect` is "confirm", "paid" or "cancel"; `lines` are that kind's lines of the
+  order (empty for "cancel" when the order has none). A line of an unregistered kind is refused
+  by the seam as `unknown_reference`.
+- `template_previews(template, rendered)`: extra lines under the message template admin's
+  preview, each hook returning text or "" (the sms overlay: length, GSM-7 / UCS-2, segments).
+  `rendered` is the template rendered for the latest attendee, or None when it cannot be.
+- `startup_checks()`: raise `ImproperlyConfigured` when the overlay's configuration cannot work;
+  `config/wsgi.py` runs them so the web server refuses to start (the sms overlay: the HTTP
+  gateway adapter without EVENT_SMS_GATEWAY_URL). The overlay also registers the same rule as a
+  Django system check, which every `manage.py` command runs.
 """
 
 from collections.abc import Callable
@@ -21,6 +39,11 @@ event_created_from_type: list[Callable[..., Any]] = []
 registrations_changed: list[Callable[..., Any]] = []
 reference_data: list[Callable[..., Any]] = []
 seed_demo_type: list[Callable[..., Any]] = []
+seed_demo: list[Callable[..., Any]] = []
+periodic_tasks: list[dict[str, Any]] = []
+sale_order_lines: dict[str, Callable[..., Any]] = {}
+template_previews: list[Callable[..., str]] = []
+startup_checks: list[Callable[[], None]] = []
 
 
 def run(hooks: list[Callable[..., Any]], *args: Any, **kwargs: Any) -> None:

@@ -161,3 +161,19 @@ def test_migrations_match_the_models():
     out = StringIO()
     call_command("makemigrations", "--check", "--dry-run", stdout=out)  # SystemExit on a diff
     assert out.getvalue().strip() == "No changes detected"
+
+
+def test_the_demo_mail_goes_to_a_local_mailbox_not_a_log(knob_values):
+    # Mails carry live capability links: the demo writes them to var/mail/, never to stdout.
+    assert knob_values["EMAIL_URL"] == "filemail://"
+    result = manage(
+        "shell",
+        "-c",
+        "from django.conf import settings as s; print(s.EMAIL_BACKEND, s.EMAIL_FILE_PATH)",
+        values=knob_values,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1].split() == [
+        "django.core.mail.backends.filebased.EmailBackend",
+        str(ROOT / "var" / "mail"),
+    ]

@@ -1,5 +1,7 @@
 """`make run` (interfaces.md "Commands"): from the project root it prepares everything and runs
 web (gunicorn) + a Celery worker + Celery beat in the foreground; SIGTERM stops all three.
+A registration's confirmation mail, printed by the worker, leaves no capability token in any
+process's output (issue 9).
 
 The end-to-end test uses the development database of `.env` (as `make run` does) and needs no
 network: `make test` has installed the virtualenv before it runs. The helper scripts that
@@ -8,6 +10,7 @@ network: `make test` has installed the virtualenv before it runs. The helper scr
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -84,6 +87,66 @@ def wait_for(predicate, deadline: float, what: str, log: Path, proc=None):
     pytest.fail(f"timed out waiting for {what}:\n{log.read_text()[-4000:]}")
 
 
+# A capability link's path with anything but the mask after it (spec.md §7.1).
+UNMASKED_LINK = re.compile(r"/(?:my-tickets|ics)/(?!\*\*\*)[^/\s\"]")
+
+
+def register_and_wait_for_the_mail(base: str, log: Path, deadline: float, proc) -> list[str]:
+    """Register on a demo event through the API; wait until the worker has printed the
+    confirmation mail. Returns the capability tokens the response carried."""
+    with urllib.request.urlopen(f"{base}/events/", timeout=5) as response:
+        event_ids = dict.fromkeys(re.findall(r'href="/events/(\d+)/"', response.read().decode()))
+    email = f"masked-{os.getpid()}@example.org"
+    refusals = []
+    for event_id in event_ids:  # the first demo event this simple registration fits
+        with urllib.request.urlopen(f"{base}/events/{event_id}/", timeout=5) as response:
+            page = response.read().decode()
+        # The page's form says what the event needs: its selected ticket and, for every
+        # choice question (a mandatory one among them), its first choice.
+        ticket = re.search(r'name="ticket" value="(\d+)" checked', page)
+        answers: dict[str, int] = {}
+        radios = re.findall(r'type="radio" name="(?:a0|order)-q(\d+)" value="(\d+)"', page)
+        for question, choice in radios:
+            answers.setdefault(question, int(choice))
+        payload = {
+            "ticket_id": int(ticket.group(1)) if ticket else None,
+            "attendees": [{"name": "Log Reader", "email": email, "answers": answers}],
+        }
+        request = urllib.request.Request(
+            f"{base}/api/v1/events/{event_id}/registrations",
+            data=json.dumps(payload).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                body = response.read().decode()
+            break
+        except urllib.error.HTTPError as exc:
+            refusals.append((event_id, exc.code, exc.read()))
+    else:
+        pytest.fail(f"no demo event took the registration: {refusals}")
+    tokens = re.findall(r"/(?:my-tickets|ics)/([^/\"?]+)", body)
+    assert tokens, body
+    wait_for(
+        lambda: re.search(rf"worker\.1\s+\| .*To: {re.escape(email)}", log.read_text()),
+        deadline,
+        "the confirmation mail in the worker's output",
+        log,
+        proc,
+    )
+    return tokens
+
+
+def assert_no_token(text: str, tokens: list[str]) -> None:
+    assert "/my-tickets/***" in text  # the mail was printed, its links masked
+    for token in tokens:
+        for part in (token, *token.split(":")):
+            assert part not in text, part
+    leaks = [line for line in text.splitlines() if UNMASKED_LINK.search(line)]
+    assert not leaks, leaks
+
+
 @pytest.mark.slow
 def test_make_run_serves_web_worker_and_beat_and_stops_on_sigterm(free_port, tmp_path):
     log = tmp_path / "make-run.log"
@@ -91,8 +154,19 @@ def test_make_run_serves_web_worker_and_beat_and_stops_on_sigterm(free_port, tmp
 
     # The environment wins over .env for every step and every process: the broker given here
     # (another Redis database than .env's) must be the one the worker and beat use.
-    broker = urlsplit(settings.CELERY_BROKER_URL)._replace(path="/8").geturl()
-    env = {**os.environ, "PORT": str(free_port), "CELERY_BROKER_URL": broker}
+    # (A database of its own per run, 8–15: parallel runs must not consume each other's tasks.)
+    broker_db = 8 + os.getpid() % 8
+    broker = urlsplit(settings.CELERY_BROKER_URL)._replace(path=f"/{broker_db}").geturl()
+    # Mails printed to the worker's output (the console backend, not the demo's default
+    # mailbox): every process's output must still hold no capability token (issue 9).
+    env = {
+        **os.environ,
+        "PORT": str(free_port),
+        "CELERY_BROKER_URL": broker,
+        "EMAIL_URL": "consolemail://",
+        # The local SMS gateway sink of its own: parallel runs must not collide on its port.
+        "EVENT_SMS_GATEWAY_URL": f"http://127.0.0.1:{_closed_port()}/sms",
+    }
     env.pop("TEST_DB_SUFFIX", None)
     base = f"http://127.0.0.1:{free_port}"
     seen: set[int] = set()
@@ -126,8 +200,8 @@ def test_make_run_serves_web_worker_and_beat_and_stops_on_sigterm(free_port, tmp
             "web": rf"web\.1\s+\| .*Listening at: http://127\.0\.0\.1:{free_port}\b",
             "worker": r"worker\.1\s+\| .*celery@\S+ ready\.",
             "beat": r"beat\.1\s+\| .*beat: Starting\.\.\.",
-            "worker broker": r"worker\.1\s+\| .*\.> transport:\s+redis://\S+/8\s*$",
-            "beat broker": r"beat\.1\s+\| .*\. broker -> redis://\S+/8\s*$",
+            "worker broker": rf"worker\.1\s+\| .*\.> transport:\s+redis://\S+/{broker_db}\s*$",
+            "beat broker": rf"beat\.1\s+\| .*\. broker -> redis://\S+/{broker_db}\s*$",
         }
 
         def all_lines_seen() -> bool:
@@ -135,6 +209,8 @@ def test_make_run_serves_web_worker_and_beat_and_stops_on_sigterm(free_port, tmp
             return all(re.search(p, text, re.MULTILINE) for p in patterns.values())
 
         wait_for(all_lines_seen, deadline, "the web, worker, beat and login lines", log, proc)
+
+        tokens = register_and_wait_for_the_mail(base, log, deadline, proc)
 
         seen.update(descendants(proc.pid))
         commands = [cmdline(pid) for pid in seen]
@@ -154,6 +230,7 @@ def test_make_run_serves_web_worker_and_beat_and_stops_on_sigterm(free_port, tmp
         text = log.read_text()
         for name in ("web.1", "worker.1", "beat.1"):
             assert re.search(rf"system\s+\| {re.escape(name)} stopped", text), name
+        assert_no_token(text, tokens)
     finally:
         for pid in [proc.pid, *seen]:
             if alive(pid):

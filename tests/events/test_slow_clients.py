@@ -1,0 +1,132 @@
+"""The server as the Procfile starts it (config/gunicorn.py) against slow clients, and its access
+log against forged lines (issue 9, findings 5 and 6).
+
+Ten connections trickle request bodies to the intake API while /healthz and an event page keep
+answering within 1 s each (two sync workers were starved by three such clients). A CR/LF decoded
+from a path never starts a line of its own in the access log.
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from django.urls import reverse
+
+from events.access_log import escape_controls
+from tests.events import factories
+from tests.events.test_capability_server import get, procfile_web, server_env
+
+ROOT = Path(__file__).resolve().parents[2]
+SLOW_CLIENTS = 10
+ANSWER_DEADLINE = 1.0  # seconds: the issue's "within 1 s"
+
+
+@pytest.fixture
+def server(free_port, tmp_path):
+    log = tmp_path / "server.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            procfile_web(free_port),
+            cwd=ROOT,
+            env=server_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        assert get(free_port, "/healthz") == 200  # waits for the boot
+        yield free_port, log
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def timed_get(port: int, path: str) -> tuple[int, float]:
+    started = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        response.read()
+        return response.status, time.monotonic() - started
+    finally:
+        conn.close()
+
+
+def test_the_procfile_server_runs_threaded_workers_from_its_config_file():
+    line = " ".join(procfile_web(8000))
+    assert "--config config/gunicorn.py" in line
+    config: dict = {}
+    exec((ROOT / "config" / "gunicorn.py").read_text(), config)  # noqa: S102 — our own file
+    assert config["worker_class"] == "gthread"
+    assert config["workers"] * config["threads"] > 2 * SLOW_CLIENTS
+    assert config["timeout"] > 0 and config["graceful_timeout"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)  # the server reads what the test commits
+def test_trickling_bodies_do_not_starve_the_server(server):
+    port, _log = server
+    event = factories.EventFactory(is_published=True)
+    intake = reverse("api-intake", kwargs={"event_id": event.pk})
+    page = reverse("event-detail", kwargs={"event_id": event.pk})
+
+    slow: list[socket.socket] = []
+    stop = threading.Event()
+    for _ in range(SLOW_CLIENTS):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        sock.sendall(
+            (
+                f"POST {intake} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                "Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"
+            ).encode()
+        )
+        slow.append(sock)
+
+    def trickle() -> None:
+        while not stop.wait(0.2):  # one byte per connection every 0.2 s
+            for sock in slow:
+                try:
+                    sock.sendall(b" ")
+                except OSError:
+                    return
+
+    trickler = threading.Thread(target=trickle, daemon=True)
+    trickler.start()
+    try:
+        stop.wait(1.0)  # let every slow connection reach a server thread
+        answers = [timed_get(port, path) for path in ("/healthz", page) * 3]
+    finally:
+        stop.set()
+        trickler.join(timeout=10)
+        for sock in slow:
+            sock.close()
+    for status, elapsed in answers:
+        assert status == 200
+        assert elapsed < ANSWER_DEADLINE, answers
+
+
+def test_escape_controls_keeps_a_value_on_one_line():
+    assert escape_controls("/a\r\nb") == "/a\\r\\nb"
+    assert escape_controls("x\u2028y\x85z\x00") == "x\\u2028y\\x85z\\x00"
+    assert escape_controls("/a\\x0ab") == "/a\\\\x0ab"  # an escape cannot be faked either
+    assert escape_controls("/events/3/ é") == "/events/3/ é"
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_cr_lf_in_the_path_cannot_forge_an_access_line(server):
+    port, log = server
+    forged = "/events/%0D%0AFORGED%20%22GET%20/admin/%22%20200%0A/x"
+    assert get(port, forged) == 404
+    assert get(port, "/healthz") == 200  # a later line: the forged request's line is written
+    lines = log.read_text().splitlines()
+    assert not [line for line in lines if line.startswith(("FORGED", "/x"))], lines
+    (logged,) = [line for line in lines if "FORGED" in line]
+    assert '"GET /events/\\r\\nFORGED \\"GET /admin/\\" 200\\n/x" 404' in logged
