@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.options import IS_POPUP_VAR
 from django.db.models import QuerySet
+from django.urls import path, reverse
 from django.utils.html import format_html
 
+from events.admin import dashboard, exports
 from events.admin.base import (
     ReadOnlyInline,
     RowVerbs,
@@ -136,6 +139,7 @@ class EventAdmin(ServiceAdmin):
         "seats_used",
         "seats_available",
         "kanban_state",
+        "dashboard_link",
     )
     list_filter = (
         "stage",
@@ -159,7 +163,15 @@ class EventAdmin(ServiceAdmin):
         "seat_summary",
     )
     inlines = [TicketInline, SlotInline, QuestionInline, MailInline]
-    actions = ["publish", "unpublish", "mark_done", "cancel_event", "run_pass_now"]
+    actions = [
+        "publish",
+        "unpublish",
+        "mark_done",
+        "cancel_event",
+        "run_pass_now",
+        exports.export_attendees_csv,
+        exports.export_attendees_xlsx,
+    ]
     fieldsets = (
         (None, {"fields": ("name", "event_type", "stage", "kanban_state", "is_published", "tags")}),
         ("When", {"fields": ("date_begin", "date_end", "date_tz", "is_multi_slots")}),
@@ -177,6 +189,39 @@ class EventAdmin(ServiceAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("stage", "event_type")
+
+    # --- the dashboard and the attendee exports (events.admin.dashboard / exports) ---------
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        return [
+            path(
+                "<path:object_id>/dashboard/",
+                view(lambda request, object_id: dashboard.dashboard_view(self, request, object_id)),
+                name="events_event_dashboard",
+            ),
+            path(
+                "<path:object_id>/export/<str:fmt>/",
+                view(
+                    lambda request, object_id, fmt: exports.export_view(
+                        self, request, object_id, fmt
+                    )
+                ),
+                name="events_event_export",
+            ),
+            *super().get_urls(),
+        ]
+
+    def has_export_permission(self, request):
+        """The export actions sit among the changelist's tools, which only those who may change
+        events get (the desk group sees no action at all); anyone with the view permission on
+        registrations exports from the dashboard's buttons."""
+        return exports.can_export(request) and self.has_change_permission(request)
+
+    @admin.display(description="dashboard")
+    def dashboard_link(self, obj):
+        url = reverse("admin:events_event_dashboard", args=[obj.pk])
+        return format_html('<a href="{}">Dashboard</a>', url)
 
     # --- the overlays' additions (events.admin.extensions), read on every request ---------
 
@@ -202,11 +247,17 @@ class EventAdmin(ServiceAdmin):
 
     def get_actions(self, request):
         actions = super().get_actions(request)
-        for ext in event_extensions():
-            for func in ext.actions:
-                name = func.__name__
-                description = getattr(func, "short_description", name.replace("_", " "))
-                actions[name] = (func, name, description)
+        if IS_POPUP_VAR in request.GET:
+            return actions  # Django offers no actions in a popup
+        extra = [
+            (func, func.__name__, getattr(func, "short_description", func.__name__))
+            for ext in event_extensions()
+            for func in ext.actions
+        ]
+        # An overlay's action states its permissions (@admin.action(permissions=[…])) like a
+        # core one; Django's own filter drops those the user lacks (a desk user gets none).
+        for func, name, description in self._filter_actions_by_permissions(request, extra):
+            actions[name] = (func, name, description)
         return actions
 
     def changelist_view(self, request, extra_context=None):
