@@ -57,6 +57,15 @@ TRANSITIONS: dict[tuple[str | None, str], str] = {
     (S.CANCEL, S.DRAFT): "reset_to_draft",
 }
 
+# The audit verb of each transition (docs/overlay-blueprint.md: noun.past_tense).
+AUDIT_VERBS = {
+    "confirm": "registration.confirmed",
+    "mark_attended": "registration.attended",
+    "undo_attendance": "registration.attendance_undone",
+    "cancel": "registration.cancelled",
+    "reset_to_draft": "registration.reset_to_draft",
+}
+
 CONTACT_QUESTION_FIELDS: dict[str, str] = {
     QuestionType.NAME: "name",
     QuestionType.EMAIL: "email",
@@ -377,9 +386,10 @@ def _register(
             [
                 audit.entry(
                     actor=actor,
-                    verb=f"registration.created.{state}",
+                    verb="registration.created",
                     registration=row,
                     data={
+                        "state": row.state,
                         "ticket": row.ticket_id,
                         "slot": row.slot_id,
                         "order": row.sale_order_ref,
@@ -455,7 +465,7 @@ def _transition(
         reg.save(update_fields=update)
         audit.record(
             actor=actor,
-            verb=f"registration.{verb}",
+            verb=AUDIT_VERBS[verb],
             registration=reg,
             data={"state": [source, to]},
         )

@@ -24,7 +24,7 @@ def test_admin_add_registers_through_the_service(staff_client):
     reg = Registration.objects.get(event=event)
     assert (reg.name, reg.state, len(reg.barcode) > 0) == ("Walk-in", "open", True)
     assert (
-        EventAuditLog.objects.filter(registration=reg, verb="registration.created.open").count()
+        EventAuditLog.objects.filter(registration=reg, verb="registration.created").count()
         == 1
     )
 

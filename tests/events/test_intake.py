@@ -436,7 +436,7 @@ def test_success_answers_201_with_the_pinned_fields_and_working_links(client, w)
     assert seats.availability(event=Event.objects.get(pk=w.event.pk), ticket=w.ticket) == 8
     assert (
         EventAuditLog.objects.filter(
-            event=w.event, verb="registration.created.open", actor_type="public"
+            event=w.event, verb="registration.created", actor_type="public"
         ).count()
         == 2
     )

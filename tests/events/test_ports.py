@@ -206,7 +206,9 @@ def test_ports_check_process_exit_codes():
     assert wired.returncode == 0, wired.stdout + wired.stderr
 
 
-def test_env_example_wires_the_refusing_defaults_for_sms_and_leads():
+def test_env_example_wires_every_port_to_a_built_in_adapter():
+    """`make run` works alone: .env.example wires all four ports; the code's own defaults stay
+    the refusing ones (PORTS)."""
     lines = dict(
         line.split("=", 1)
         for line in (ROOT / ".env.example").read_text().splitlines()
@@ -214,8 +216,14 @@ def test_env_example_wires_the_refusing_defaults_for_sms_and_leads():
     )
     assert lines["EVENT_TEMPLATE_RENDERER"] == "events.adapters.DatabaseTemplateRenderer"
     assert lines["EVENT_MAIL_QUEUE"] == "events.adapters.OutboxMailQueue"
-    assert lines["EVENT_SMS_QUEUE"] == "events.ports.RefusingSmsQueue"
-    assert lines["EVENT_LEAD_SINK"] == "events.ports.RefusingLeadSink"
+    assert lines["EVENT_SMS_QUEUE"] == "sms.adapters.GatewaySmsQueue"
+    assert lines["EVENT_LEAD_SINK"] == "leads.adapters.LocalLeadSink"
+    assert {name: default.__name__ for name, (_, default) in ports.PORTS.items()} == {
+        "EVENT_TEMPLATE_RENDERER": "RefusingTemplateRenderer",
+        "EVENT_MAIL_QUEUE": "RefusingMailQueue",
+        "EVENT_SMS_QUEUE": "RefusingSmsQueue",
+        "EVENT_LEAD_SINK": "RefusingLeadSink",
+    }
 
 
 # --- the built-in template store ----------------------------------------------------------------

@@ -67,8 +67,8 @@ def test_register_writes_rows_audit_and_seats_in_one_go(actor, now):
     assert list(
         EventAuditLog.objects.order_by("pk").values_list("verb", "registration_id", "event_id")
     ) == [
-        ("registration.created.open", rows[0].pk, event.pk),
-        ("registration.created.open", rows[1].pk, event.pk),
+        ("registration.created", rows[0].pk, event.pk),
+        ("registration.created", rows[1].pk, event.pk),
     ]
     assert seat_numbers(event) == (2, 0, 8)
     assert seats.audit(event=event) == []
@@ -325,7 +325,7 @@ def _assert_collision_retried(event, existing, handed, rows):
     assert [r.barcode for r in rows] == ["123456789012"]
     assert Registration.objects.filter(event=event).count() == 2
     assert seat_numbers(event) == (2, 0, 3)  # the failed attempt's seat was rolled back
-    assert EventAuditLog.objects.filter(verb="registration.created.open").count() == 1
+    assert EventAuditLog.objects.filter(verb="registration.created").count() == 1
     assert seats.audit(event=event) == []
 
 

@@ -842,7 +842,7 @@ def test_deleting_a_template_through_the_store_removes_its_schedulers_audited(ac
     deleted = EventAuditLog.objects.filter(verb="scheduler.deleted")
     assert sorted(deleted.values_list("data__scheduler", flat=True)) == sorted([a.pk, b.pk])
     assert set(deleted.values_list("event_id", flat=True)) == {first.pk, second.pk}
-    (type_row,) = EventAuditLog.objects.filter(verb="type_scheduler.deleted")
+    (type_row,) = EventAuditLog.objects.filter(verb="type_mail.deleted")
     assert type_row.data["type_mail"] == line.pk
     (tpl_row,) = EventAuditLog.objects.filter(verb="template.deleted")
     assert tpl_row.data["schedulers_deleted"] == 3

@@ -37,6 +37,15 @@ ARCHIVABLE = {"draft", "cancel"}
 STATES = ("draft", "open", "done", "cancel")
 TRANSITION_VERBS = ("confirm", "mark_attended", "undo_attendance", "cancel", "reset_to_draft")
 VERBS = (*TRANSITION_VERBS, "archive", "unarchive")
+AUDIT_VERBS = {
+    "confirm": "registration.confirmed",
+    "mark_attended": "registration.attended",
+    "undo_attendance": "registration.attendance_undone",
+    "cancel": "registration.cancelled",
+    "reset_to_draft": "registration.reset_to_draft",
+    "archive": "registration.archived",
+    "unarchive": "registration.unarchived",
+}
 HELD = {"open": (1, 0), "done": (0, 1)}  # (reserved, used) one registration holds
 
 
@@ -126,7 +135,7 @@ def test_every_verb_from_every_state(state, active, verb, actor, now):
     change = {"active": [active, new_active]} if verb.endswith("archive") else None
     assert len(rows) == 1
     audit_verb, audit_registration, data = rows[0]
-    assert audit_verb.startswith("registration.")
+    assert audit_verb == AUDIT_VERBS[verb]  # noun.past_tense (docs/overlay-blueprint.md)
     assert audit_registration == registration.pk
     assert data == (change or {"state": [state, new_state]})
     if new_state == "open":

@@ -249,7 +249,7 @@ def on_template_deleted(*, template_ref: str, actor: Any = audit.SYSTEM) -> int:
         ] + [
             audit.entry(
                 actor=actor,
-                verb="type_scheduler.deleted",
+                verb="type_mail.deleted",
                 data={
                     "type_mail": line["pk"],
                     "event_type": line["event_type_id"],
