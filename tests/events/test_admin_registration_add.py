@@ -23,10 +23,7 @@ def test_admin_add_registers_through_the_service(staff_client):
     assert response.status_code == 302
     reg = Registration.objects.get(event=event)
     assert (reg.name, reg.state, len(reg.barcode) > 0) == ("Walk-in", "open", True)
-    assert (
-        EventAuditLog.objects.filter(registration=reg, verb="registration.created").count()
-        == 1
-    )
+    assert EventAuditLog.objects.filter(registration=reg, verb="registration.created").count() == 1
 
 
 @pytest.mark.django_db
