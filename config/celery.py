@@ -24,6 +24,7 @@ app.conf.beat_schedule = {
     "events-done-sweep": {"task": "events.done_sweep", "schedule": crontab(minute=7, hour=3)},
     "events-scheduler-pass": {"task": "events.run_pass", "schedule": 60.0},
     "events-outbox-delivery": {"task": "events.deliver_outbox", "schedule": 60.0},
+    "events-export-build": {"task": "events.build_exports", "schedule": 60.0},
 }
 
 

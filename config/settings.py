@@ -240,5 +240,9 @@ LOGGING = {
         # gunicorn/django access lines would carry capability tokens in paths: keep them out.
         "django.request": {"level": "ERROR", "filters": ["mask_tokens"]},
         "django.server": {"level": "ERROR", "filters": ["mask_tokens"]},
+        # One INFO line per gateway POST (SMS delivery, the seam's sender) is noise at volume;
+        # the delivery service logs its own outcome per message.
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
     },
 }

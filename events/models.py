@@ -6,6 +6,7 @@ Models hold data and the invariants PostgreSQL can enforce; every write goes thr
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
@@ -99,6 +100,8 @@ class Stage(models.Model):
     pipe_end = models.BooleanField(default=False, help_text="Events in this stage are over.")
 
     class Meta:
+        verbose_name = "stage"
+        verbose_name_plural = "stages"
         ordering = ("sequence", "id")
 
     def __str__(self) -> str:
@@ -110,6 +113,7 @@ class TagCategory(models.Model):
     sequence = models.IntegerField(default=10)
 
     class Meta:
+        verbose_name = "tag category"
         ordering = ("sequence", "name")
         verbose_name_plural = "tag categories"
 
@@ -124,6 +128,8 @@ class Tag(models.Model):
     color = models.PositiveSmallIntegerField(default=0, help_text="0 = internal, hidden publicly.")
 
     class Meta:
+        verbose_name = "tag"
+        verbose_name_plural = "tags"
         ordering = ("category__sequence", "sequence", "name")
         constraints = [
             models.CheckConstraint(condition=Q(color__gte=0, color__lte=11), name="tag_color_0_11"),
@@ -144,6 +150,8 @@ class EventType(models.Model):
     tags = models.ManyToManyField(Tag, blank=True, related_name="event_types")
 
     class Meta:
+        verbose_name = "event template"
+        verbose_name_plural = "event templates"
         ordering = ("sequence", "name")
 
     def __str__(self) -> str:
@@ -197,6 +205,8 @@ class Event(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = "event"
+        verbose_name_plural = "events"
         ordering = ("date_begin", "id")
         constraints = [
             models.CheckConstraint(condition=Q(date_end__gt=F("date_begin")), name="event_dates"),
@@ -216,6 +226,8 @@ class Slot(models.Model):
     end_datetime = models.DateTimeField()
 
     class Meta:
+        verbose_name = "slot"
+        verbose_name_plural = "slots"
         ordering = ("start_datetime", "id")
         constraints = [
             models.CheckConstraint(
@@ -255,6 +267,8 @@ class Ticket(models.Model):
     limit_max_per_order = models.PositiveSmallIntegerField(default=0, help_text="0 = no own limit.")
 
     class Meta:
+        verbose_name = "ticket"
+        verbose_name_plural = "tickets"
         ordering = ("sequence", "id")
         constraints = [
             models.CheckConstraint(
@@ -297,6 +311,8 @@ class Question(models.Model):
     active = models.BooleanField(default=True)
 
     class Meta:
+        verbose_name = "question"
+        verbose_name_plural = "questions"
         ordering = ("sequence", "id")
         constraints = [
             models.CheckConstraint(
@@ -316,6 +332,8 @@ class QuestionChoice(models.Model):
     sequence = models.IntegerField(default=10)
 
     class Meta:
+        verbose_name = "answer choice"
+        verbose_name_plural = "answer choices"
         ordering = ("sequence", "id")
         constraints = [
             # Target of the composite FK (answer.choice, answer.question) added by migration.
@@ -366,6 +384,8 @@ class Registration(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = "registration"
+        verbose_name_plural = "registrations"
         ordering = ("id",)
         indexes = [models.Index(fields=["event", "state", "id"])]
         permissions = [("checkin_registration", "Can check attendees in at the desk")]
@@ -383,6 +403,8 @@ class RegistrationAnswer(models.Model):
     text_value = models.TextField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "answer"
+        verbose_name_plural = "answers"
         ordering = ("question__sequence", "id")
         constraints = [
             models.CheckConstraint(
@@ -413,6 +435,8 @@ class SeatLedger(models.Model):
     used = models.IntegerField(default=0)
 
     class Meta:
+        verbose_name = "seat ledger row"
+        verbose_name_plural = "seat ledger"
         constraints = [
             models.UniqueConstraint(
                 fields=["event", "slot", "ticket"],
@@ -447,6 +471,7 @@ class TypeMail(models.Model):
     )
 
     class Meta:
+        verbose_name_plural = "template schedulers"
         ordering = ("sequence", "id")
         verbose_name = "template scheduler"
 
@@ -481,6 +506,7 @@ class Mail(models.Model):
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
+        verbose_name_plural = "schedulers"
         ordering = ("sequence", "id")
         verbose_name = "scheduler"
         indexes = [models.Index(fields=["mail_done", "scheduled_date"])]
@@ -514,6 +540,8 @@ class MailRegistration(models.Model):
     outcome = models.CharField(max_length=20, choices=MailOutcome.choices, blank=True)
 
     class Meta:
+        verbose_name = "scheduler attendee row"
+        verbose_name_plural = "scheduler attendee rows"
         constraints = [
             models.UniqueConstraint(
                 fields=["scheduler", "registration"], name="mail_registration_unique"
@@ -534,6 +562,8 @@ class MailSlot(models.Model):
     mail_done = models.BooleanField(default=False)
 
     class Meta:
+        verbose_name = "scheduler slot row"
+        verbose_name_plural = "scheduler slot rows"
         constraints = [
             models.UniqueConstraint(fields=["scheduler", "slot"], name="mail_slot_unique"),
         ]
@@ -561,6 +591,8 @@ class MessageTemplate(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = "message template"
+        verbose_name_plural = "message templates"
         ordering = ("name",)
 
     def __str__(self) -> str:
@@ -596,6 +628,7 @@ class MailOutbox(models.Model):
     sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name_plural = "mail outbox"
         ordering = ("id",)
         verbose_name = "outgoing mail"
         indexes = [models.Index(fields=["state", "next_attempt_at"])]
@@ -615,6 +648,8 @@ class IntakeIdempotency(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = "intake idempotency key"
+        verbose_name_plural = "intake idempotency keys"
         constraints = [
             models.UniqueConstraint(fields=["event", "key"], name="intake_idempotency_key"),
         ]
@@ -661,6 +696,64 @@ class EventAuditLog(models.Model):
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.verb}"
 
 
+# --- attendee exports built in the background (docs/spec.md "Staff experience") ----------
+
+
+class ExportState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Being built"
+    DONE = "done", "Ready"
+    FAILED = "failed", "Failed"
+
+
+class ExportFormat(models.TextChoices):
+    CSV = "csv", "CSV"
+    XLSX = "xlsx", "XLSX"
+
+
+class AttendeeExport(models.Model):
+    """An attendee export too large to build during a request (events.services.exports): the
+    worker builds it, its requester watches the progress and downloads the file, kept in the
+    row until it expires."""
+
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    event_ids = models.JSONField()
+    file_format = models.CharField(max_length=4, choices=ExportFormat.choices)
+    filename = models.CharField(max_length=255)
+    state = models.CharField(max_length=8, choices=ExportState.choices, default=ExportState.QUEUED)
+    rows_total = models.PositiveIntegerField(default=0)
+    rows_done = models.PositiveIntegerField(default=0)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    content = models.BinaryField(null=True, editable=False)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "attendee export"
+        verbose_name_plural = "attendee exports"
+        ordering = ("-created_at", "-id")
+        indexes = [models.Index(fields=["state", "created_at"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(file_format__in=ExportFormat.values), name="export_format_known"
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=ExportState.values), name="export_state_known"
+            ),
+            models.CheckConstraint(
+                condition=~Q(state=ExportState.DONE) | Q(content__isnull=False),
+                name="export_done_has_content",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.filename} ({self.state})"
+
+
 # --- catalog read (spec-overlay.md §6) ------------------------------------------------------
 
 
@@ -680,6 +773,8 @@ class LinkedProduct(models.Model):
     end_sale_datetime = models.DateTimeField(null=True)
 
     class Meta:
+        verbose_name = "linked product"
+        verbose_name_plural = "linked products"
         managed = False
         db_table = "event_linked_products"
         ordering = ("event_id", "ticket_id")

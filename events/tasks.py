@@ -5,7 +5,7 @@ Services nudge these by their registered names (`events.services.nudge`), never 
 
 from celery import shared_task
 
-from events.services import delivery, nudge, scheduler
+from events.services import delivery, exports, nudge, scheduler
 from events.services import events as event_services
 
 
@@ -26,3 +26,10 @@ def deliver_outbox_task() -> dict:
     """Deliver queued outbox mails (beat every minute retries the ones in backoff)."""
     nudge.started(key=nudge.DELIVERY_KEY)
     return delivery.deliver_outbox().as_dict()
+
+
+@shared_task(name=exports.BUILD_TASK)
+def build_exports_task() -> dict:
+    """Build the queued attendee exports (beat every minute takes over a stalled one)."""
+    nudge.started(key=exports.BUILD_KEY)
+    return exports.build_exports().as_dict()

@@ -7,6 +7,7 @@ point; the ModelAdmins are registered by the modules imported below, one per con
 from events.admin import (  # noqa: F401 — each module registers its ModelAdmins
     communication,
     events,
+    index,
     reference,
     registrations,
     templates,

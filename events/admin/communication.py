@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.db.models import Q
 
 from events.admin.base import (
     ReadOnlyAdmin,
     ServiceErrorsMixin,
+    run_verb,
 )
 from events.models import (
+    Event,
     EventAuditLog,
     Mail,
     MailOutbox,
     MailRegistration,
     MailSlot,
 )
+from events.services import delivery
 from events.services import scheduler as scheduler_services
 
 
@@ -125,15 +129,74 @@ class MailSlotAdmin(ReadOnlyAdmin):
     list_select_related = ("scheduler", "slot")
 
 
+class OutboxEventFilter(admin.SimpleListFilter):
+    """The outbox rows of one event: by their attendee's event or their scheduler's (the event
+    dashboard's "failed" alerts link here with `?event=<id>&state__exact=failed`). Shared by
+    every outbox with `registration` and `scheduler` keys (mail here, SMS in the sms app)."""
+
+    title = "event"
+    parameter_name = "event"
+
+    def lookups(self, request, model_admin):
+        chosen = self.value()
+        events = Event.objects.order_by("-date_begin").values_list("pk", "name")[:20]
+        choices = [(str(pk), name) for pk, name in events]
+        if chosen and _is_id(chosen) and chosen not in {c for c, _ in choices}:
+            choices += [
+                (str(pk), name)
+                for pk, name in Event.objects.filter(pk=chosen).values_list("pk", "name")
+            ]
+        return choices
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if not value:
+            return queryset
+        if not _is_id(value):
+            return queryset.none()
+        return queryset.filter(Q(registration__event_id=value) | Q(scheduler__event_id=value))
+
+
+def _is_id(value: str) -> bool:
+    """ASCII digits within bigint: `str.isdigit()` also accepts "²" or "١", which int() refuses."""
+    return value.isascii() and value.isdigit() and len(value) <= 18
+
+
 @admin.register(MailOutbox)
 class MailOutboxAdmin(admin.ModelAdmin):
-    list_display = ("recipient", "subject", "state", "attempts", "next_attempt_at", "sent_at")
-    list_filter = ("state",)
+    list_display = (
+        "recipient",
+        "subject",
+        "state",
+        "attempts",
+        "next_attempt_at",
+        "sent_at",
+        "error",
+    )
+    list_filter = ("state", OutboxEventFilter)
     search_fields = ("recipient", "subject", "message_id")
     readonly_fields = [f.name for f in MailOutbox._meta.fields]
+    actions = ["retry"]
 
     def has_add_permission(self, request):
         return False
+
+    @admin.display(description="last error")
+    def error(self, obj: MailOutbox) -> str:
+        return obj.last_error[:120]
+
+    def has_retry_permission(self, request) -> bool:
+        return request.user.has_perm("events.change_mailoutbox")
+
+    @admin.action(description="Retry the selected failed mails now", permissions=["retry"])
+    def retry(self, request, queryset):
+        run_verb(
+            self,
+            request,
+            queryset.order_by("pk"),
+            lambda row: delivery.requeue(message=row, actor=request.user),
+            "Mails queued again",
+        )
 
 
 # --- audit and catalog -----------------------------------------------------------------------

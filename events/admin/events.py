@@ -196,6 +196,24 @@ class EventAdmin(ServiceAdmin):
         view = self.admin_site.admin_view
         return [
             path(
+                "exports/<int:export_id>/",
+                view(
+                    lambda request, export_id: exports.export_progress_view(
+                        self, request, export_id
+                    )
+                ),
+                name="events_attendee_export",
+            ),
+            path(
+                "exports/<int:export_id>/download/",
+                view(
+                    lambda request, export_id: exports.export_download_view(
+                        self, request, export_id
+                    )
+                ),
+                name="events_attendee_export_download",
+            ),
+            path(
                 "<path:object_id>/dashboard/",
                 view(lambda request, object_id: dashboard.dashboard_view(self, request, object_id)),
                 name="events_event_dashboard",

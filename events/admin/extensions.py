@@ -53,3 +53,84 @@ def unregister_event_extension(name: str) -> None:
 
 def event_extensions() -> list[EventAdminExtension]:
     return list(_extensions.values())
+
+
+# --- the event dashboard's panels and the admin index's sections ----------------------------
+#
+# The dashboard (events.admin.dashboard) lives in core and shows core figures; an overlay adds
+# its own panel by registering a callable in its AppConfig.ready():
+#
+#     register_dashboard_panel(DashboardPanel(name="booths", title="Booths", build=booth_panel))
+#
+# `build(event)` returns a `PanelData`: figures (label, value) shown as a table, an optional
+# SVG chart (a string rendered server-side, no script) and alerts (text + admin link). It must
+# run a constant number of queries whatever the number of registrations (tests hold the whole
+# page to that). The admin index groups models by section (events.admin.index); an overlay
+# names the section of its models and its internal tables the same way, so core never names
+# an overlay's app.
+
+
+@dataclass(frozen=True)
+class Figure:
+    label: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class Alert:
+    text: str
+    url: str = ""
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class PanelData:
+    figures: Sequence[Figure] = ()
+    svg: str = ""
+    alerts: Sequence[Alert] = ()
+    links: Sequence[Alert] = ()  # plain links (text + url) shown under the figures
+
+
+@dataclass(frozen=True)
+class DashboardPanel:
+    name: str
+    title: str
+    build: Callable[[Any], PanelData]
+    order: int = 100
+
+
+_panels: dict[str, DashboardPanel] = {}
+
+
+def register_dashboard_panel(panel: DashboardPanel) -> None:
+    """Register (or replace, by name) a panel of the event dashboard."""
+    _panels[panel.name] = panel
+
+
+def unregister_dashboard_panel(name: str) -> None:
+    _panels.pop(name, None)
+
+
+def dashboard_panels() -> list[DashboardPanel]:
+    return sorted(_panels.values(), key=lambda p: (p.order, p.name))
+
+
+@dataclass(frozen=True)
+class AdminSection:
+    """Where an app's models show on the admin index: `models` maps a model name (lower case)
+    to its section; `internal` names the tables only managers see listed."""
+
+    app_label: str
+    models: dict[str, str]
+    internal: frozenset[str] = frozenset()
+
+
+_sections: dict[str, AdminSection] = {}
+
+
+def register_admin_section(section: AdminSection) -> None:
+    _sections[section.app_label] = section
+
+
+def admin_sections() -> dict[str, AdminSection]:
+    return dict(_sections)

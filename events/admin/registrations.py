@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponseNotAllowed, HttpResponseRedirect
+from django.urls import path, reverse
+from django.utils.html import format_html
 
 from events.admin.base import (
     ReadOnlyAdmin,
@@ -18,7 +22,7 @@ from events.models import (
     RegistrationState,
     SeatLedger,
 )
-from events.services import capability
+from events.services import capability, confirmation, links
 from events.services import registrations as registration_services
 
 
@@ -49,7 +53,16 @@ class RegistrationAdmin(ServiceAdmin):
         "barcode",
         "created_at",
     )
-    list_filter = ("state", "sale_status", "is_paid", "active", "contact_source", "event")
+    list_filter = (
+        "state",
+        "event",
+        "ticket",
+        "sale_status",
+        "is_paid",
+        "active",
+        "contact_source",
+        "created_at",
+    )
     search_fields = (
         "name",
         "email",
@@ -85,6 +98,7 @@ class RegistrationAdmin(ServiceAdmin):
         "email",
         "phone",
         "company_name",
+        "tickets_page",
     )
     inlines = [AnswerInline, MailRowInline]
     actions = [
@@ -96,6 +110,7 @@ class RegistrationAdmin(ServiceAdmin):
         "archive",
         "unarchive",
         "revoke_links",
+        "resend_confirmation",
     ]
 
     add_fields = ("event", "ticket", "slot", "name", "email", "phone", "company_name", "state")
@@ -180,6 +195,48 @@ class RegistrationAdmin(ServiceAdmin):
         """Every link minted before stops opening (capability.revoke_links bumps the version);
         links sent afterwards carry the new version."""
         self._verb(request, queryset, capability.revoke_links, "Links revoked")
+
+    def get_urls(self):
+        return [
+            path(
+                "<path:object_id>/resend-confirmation/",
+                self.admin_site.admin_view(self.resend_confirmation_view),
+                name="events_registration_resend_confirmation",
+            ),
+            *super().get_urls(),
+        ]
+
+    def resend_confirmation_view(self, request, object_id):
+        """POST from the change page's "Resend confirmation" button."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        registration = self.get_object(request, object_id)
+        if registration is None or not self.has_change_permission(request, registration):
+            raise PermissionDenied
+        run_verb(
+            self,
+            request,
+            [registration],
+            lambda r: confirmation.resend_confirmation(registration=r, actor=request.user),
+            "Confirmation re-queued",
+        )
+        return HttpResponseRedirect(
+            reverse("admin:events_registration_change", args=[registration.pk])
+        )
+
+    @admin.action(description="Resend the confirmation mail", permissions=["change"])
+    def resend_confirmation(self, request, queryset):
+        self._verb(request, queryset, confirmation.resend_confirmation, "Confirmation re-queued")
+
+    @admin.display(description="attendee's tickets page")
+    def tickets_page(self, obj):
+        """The attendee's my-tickets page (a link minted now, valid like the mailed one)."""
+        if obj.pk is None:
+            return "—"
+        url = links.tickets_path(obj)
+        return format_html(
+            '<a href="{}" target="_blank" rel="noopener">Open my-tickets page</a>', url
+        )
 
     def has_checkin_permission(self, request):
         return request.user.has_perm("events.checkin_registration")

@@ -5,8 +5,9 @@ from __future__ import annotations
 from django.contrib import admin
 from django.template import TemplateSyntaxError
 from django.urls import NoReverseMatch
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
+from events import hooks
 from events.admin.base import (
     ServiceAdmin,
     delete_each,
@@ -39,22 +40,28 @@ class MessageTemplateAdmin(ServiceAdmin):
             .order_by("-pk")
             .first()
         )
+        rendered = None
         if registration is None:
-            return "No registration to preview with yet."
-        try:
-            rendered = DatabaseTemplateRenderer().render(
-                template_ref=obj.ref, registration=registration
+            shown = format_html("{}", "No registration to preview with yet.")
+        else:
+            try:
+                rendered = DatabaseTemplateRenderer().render(
+                    template_ref=obj.ref, registration=registration
+                )
+            except (TemplateSyntaxError, DomainError, NoReverseMatch) as exc:
+                shown = format_html("{}", f"Cannot render: {exc}")
+        if rendered is not None and not rendered.body_html:
+            shown = format_html("<pre>{}</pre>", rendered.body_text)
+        elif rendered is not None:
+            shown = format_html(
+                '<p><strong>{}</strong></p><iframe sandbox srcdoc="{}" '
+                'style="width:100%;height:20em;border:1px solid #ccc"></iframe>',
+                rendered.subject,
+                rendered.body_html,
             )
-        except (TemplateSyntaxError, DomainError, NoReverseMatch) as exc:
-            return f"Cannot render: {exc}"
-        if not rendered.body_html:
-            return format_html("<pre>{}</pre>", rendered.body_text)
-        return format_html(
-            '<p><strong>{}</strong></p><iframe sandbox srcdoc="{}" '
-            'style="width:100%;height:20em;border:1px solid #ccc"></iframe>',
-            rendered.subject,
-            rendered.body_html,
-        )
+        # Overlays add lines (events.hooks.template_previews; sms: length and segments).
+        lines = [hook(template=obj, rendered=rendered) for hook in hooks.template_previews]
+        return shown + format_html_join("", "<p>{}</p>", ((line,) for line in lines if line))
 
     def save_model(self, request, obj, form, change):
         fields = form_fields(form, changed_only=change)

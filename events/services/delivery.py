@@ -11,6 +11,7 @@ Invariants:
 - a row whose message cannot be built or sent for any other reason (a newline in a header, an
   address Django refuses) is `failed` on its own: the batch goes on and the rows already handed
   to SMTP keep their `sent` marks, so they are never sent again.
+- a failed row goes back to the queue only through `requeue` (staff's "retry"), audited.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from django.core.mail import EmailMultiAlternatives, get_connection
 from django.db import transaction
 from django.utils import timezone
 
+from events.errors import InvalidTransition, NotFound
 from events.models import MailOutbox, OutboxState
-from events.services import nudge
+from events.services import audit, nudge
 
 logger = logging.getLogger("events.delivery")
 
@@ -196,3 +198,50 @@ def _send_batch(rows: list[MailOutbox], now: datetime, report: DeliveryReport) -
         except RETRYABLE as exc:
             logger.warning("closing the mail connection failed: %s", exc)
     return True
+
+
+REQUEUED = "outgoing_mail.requeued"
+
+
+def requeue(*, message: MailOutbox, actor: Any) -> MailOutbox:
+    """Put a failed outbox mail back in the queue, due now (staff: "retry", after fixing what
+    made it fail). Lock, decide, write and audit in one transaction; delivery is nudged after
+    commit. Its Message-ID is kept, so a server that did receive it can de-duplicate; attempts
+    start again from zero. Only a `failed` row is re-queued (`invalid_transition` otherwise,
+    nothing written)."""
+    with transaction.atomic():
+        row = (
+            MailOutbox.objects.select_for_update(of=("self",))
+            .select_related("registration", "scheduler")
+            .filter(pk=message.pk)
+            .first()
+        )
+        if row is None:
+            raise NotFound(f"Outgoing mail {message.pk} does not exist.", mail=message.pk)
+        if row.state != OutboxState.FAILED:
+            raise InvalidTransition(
+                "Only a failed mail is queued again.", mail=row.pk, state=row.state
+            )
+        row.state = OutboxState.QUEUED
+        row.attempts = 0
+        row.next_attempt_at = timezone.now()
+        row.save(update_fields=["state", "attempts", "next_attempt_at"])
+        event_id = (
+            row.registration.event_id
+            if row.registration is not None
+            else (row.scheduler.event_id if row.scheduler is not None else None)
+        )
+        audit.record(
+            actor=actor,
+            verb=REQUEUED,
+            event=event_id,
+            registration=row.registration,
+            data={
+                "mail": row.pk,
+                "message_id": row.message_id,
+                "state": [OutboxState.FAILED, OutboxState.QUEUED],
+                "last_error": row.last_error[:200],
+            },
+        )
+        nudge.outbox_delivery()
+    return row

@@ -253,3 +253,13 @@ class IntakeIdempotencyFactory(factory.django.DjangoModelFactory):
     fingerprint = "0" * 64
     status_code = 201
     response = factory.LazyFunction(dict)
+
+
+class AttendeeExportFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ev.AttendeeExport
+
+    requested_by = factory.SubFactory(UserFactory)
+    event_ids = factory.LazyFunction(list)
+    file_format = ev.ExportFormat.XLSX
+    filename = factory.Sequence(lambda n: f"attendees-{n}.xlsx")

@@ -19,6 +19,7 @@ from django.db.models import F
 
 from booths.models import BookingState, BoothBooking, BoothCategory
 from events.models import (
+    AttendeeExport,
     Event,
     IntakeIdempotency,
     MailRegistration,
@@ -34,10 +35,12 @@ from events.models import (
 )
 from leads.models import LeadProvenance, LeadProvenanceRegistration, LeadRequest
 from seams.models import SeamInbox, SeamOrder
+from sms.models import SmsOutbox
 from tests.booths import factories as booth_factories
 from tests.events import factories
 from tests.leads import factories as lead_factories
 from tests.seams import factories as seam_factories
+from tests.sms.factories import SmsOutboxFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -349,6 +352,28 @@ def test_intake_idempotency_key_unique_per_event():
         )
 
 
+def test_sms_outbox_state_is_known_and_a_sent_row_has_sent_at():
+    row = SmsOutboxFactory()
+    with refused_by("sms_outbox_state_valid"):
+        SmsOutbox.objects.filter(pk=row.pk).update(state="lost")
+    with refused_by("sms_outbox_sent_has_sent_at"):
+        SmsOutbox.objects.filter(pk=row.pk).update(state="sent")
+    with refused_by("sms_smsoutbox_reference_key"):
+        SmsOutboxFactory(reference=row.reference)
+    assert SmsOutbox.objects.filter(pk=row.pk).update(state="failed") == 1  # no sent_at needed
+
+
+def test_an_attendee_export_has_a_known_format_and_state_and_a_ready_one_its_file():
+    row = factories.AttendeeExportFactory()
+    with refused_by("export_format_known"):
+        AttendeeExport.objects.filter(pk=row.pk).update(file_format="pdf")
+    with refused_by("export_state_known"):
+        AttendeeExport.objects.filter(pk=row.pk).update(state="lost")
+    with refused_by("export_done_has_content"):
+        AttendeeExport.objects.filter(pk=row.pk).update(state="done")
+    assert AttendeeExport.objects.filter(pk=row.pk).update(state="done", content=b"x") == 1
+
+
 # --- completeness ---------------------------------------------------------------------------
 
 TESTED = {
@@ -373,6 +398,11 @@ TESTED = {
     "lead_provenance_group",
     "lead_rule_registration",
     "seam_inbox_message",
+    "sms_outbox_state_valid",
+    "sms_outbox_sent_has_sent_at",
+    "export_format_known",
+    "export_state_known",
+    "export_done_has_content",
 }
 
 

@@ -87,6 +87,8 @@ class Command(BaseCommand):
             event_type = self._event_type()
             summit = Event.objects.filter(name=SUMMIT).first() or self._summit(event_type)
             workshops = Event.objects.filter(name=WORKSHOPS).first() or self._workshops()
+            # Overlays add their own demo rows (idempotent each; seams: inbox messages).
+            hooks.run(hooks.seed_demo, summit=summit, workshops=workshops, stdout=self.stdout)
         self.stdout.write(
             f"demo: event type '{event_type.name}', events #{summit.pk} '{summit.name}' and "
             f"#{workshops.pk} '{workshops.name}'"
@@ -251,6 +253,7 @@ class Command(BaseCommand):
             contact_sources=["partner"],
             actor=ACTOR,
         )
+        _history(event, shirt=shirt, found=found)
         return event
 
     def _workshops(self) -> Event:
@@ -291,6 +294,59 @@ class Command(BaseCommand):
                 actor=ACTOR,
             )
         return event
+
+
+FIRST_NAMES = ["Hedy", "Edsger", "Frances", "Donald", "Radia", "Ken", "Sophie", "Tim", "Anita"]
+LAST_NAMES = ["Lamarr", "Dijkstra", "Allen", "Knuth", "Perlman", "Thompson", "Wilson", "Berners"]
+# Registrations per day over the two weeks before today (oldest first): a launch peak, a
+# quiet middle and the reminder bump, so the dashboard's charts show a real shape.
+HISTORY = [7, 4, 2, 1, 0, 2, 1, 3, 1, 0, 2, 4, 3, 2]
+
+
+def _history(event: Event, *, shirt: Question, found: Question) -> None:
+    """Registrations spread over the last two weeks, some of them checked in.
+
+    Each goes through `registration_services.register` (seats, answers, audit, scheduler
+    rows) and check-ins through `mark_attended`. Only the dates are then moved back, with one
+    seed-only UPDATE of `created_at` / `confirmed_at`: services stamp "now" and have no
+    back-dating verb on purpose (a real registration is never back-dated). The audit rows
+    keep their true time (the seed's run), so the audit log stays honest about when rows
+    were written.
+    """
+    from events.models import Registration
+
+    tickets = [event.tickets.get(name="Community"), event.tickets.get(name="Standard")]
+    now = timezone.now()
+    n = 0
+    for days_ago, count in zip(range(len(HISTORY), 0, -1), HISTORY, strict=True):
+        for i in range(count):
+            n += 1
+            name = f"{FIRST_NAMES[n % len(FIRST_NAMES)]} {LAST_NAMES[n % len(LAST_NAMES)]} {n}"
+            ticket = tickets[n % 2]
+            extra = (
+                {"sale_order_ref": f"SO-3{n:03d}", "sale_status": "sold"} if ticket.price else {}
+            )
+            (reg,) = registration_services.register(
+                event=event,
+                ticket=ticket,
+                attendees=[
+                    {
+                        "name": name,
+                        "email": f"attendee{n}@example.org",
+                        "answers": {
+                            shirt.pk: shirt.choices.all()[n % 4].pk,
+                            found.pk: found.choices.all()[n % 4].pk,
+                        },
+                    }
+                ],
+                utm={"source": ("newsletter", "social", "partner")[n % 3]},
+                actor=ACTOR,
+                **extra,
+            )
+            when = now - timedelta(days=days_ago, hours=(i * 3) % 9)
+            Registration.objects.filter(pk=reg.pk).update(created_at=when, confirmed_at=when)
+            if n % 4 == 0:
+                registration_services.mark_attended(registration=reg, actor=ACTOR)
 
 
 def _at(day: date, at: time, tz: str) -> datetime:
