@@ -25,6 +25,7 @@ class SeamInbox(models.Model):
     class Meta:
         ordering = ("-received_at", "-id")
         verbose_name = "inbox message"
+        verbose_name_plural = "inbox messages"
         constraints = [
             models.UniqueConstraint(fields=["source", "message_id"], name="seam_inbox_message"),
         ]
@@ -40,6 +41,8 @@ class SeamOrder(models.Model):
 
     class Meta:
         ordering = ("order_ref",)
+        verbose_name = "host order version"
+        verbose_name_plural = "host order versions"
 
     def __str__(self) -> str:
         return f"{self.order_ref} v{self.version} ({self.state})"

@@ -1,0 +1,105 @@
+"""The host routes (interfaces.md): the sale seam webhook and the catalog read. Thin: parse,
+call a service or selector, map the typed error to its status (`events.errors.http_status`)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+
+from events.errors import Code, DomainError, NotFound, ValidationFailed, http_status
+from events.models import Event
+from events.services import seats
+from seams import selectors
+from seams.services import receive
+
+logger = logging.getLogger(__name__)
+
+
+def _error(error: DomainError) -> JsonResponse:
+    return JsonResponse(error.as_dict(), status=http_status(error.code))
+
+
+@csrf_exempt
+@require_POST
+def sale_webhook(request: HttpRequest) -> JsonResponse:
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        # Beyond Django's DATA_UPLOAD_MAX_MEMORY_SIZE the body is never read, so it cannot be
+        # verified first: 413 at once (docs/integrators.md).
+        return _error(DomainError("The body is too large.", code=Code.PAYLOAD_TOO_LARGE))
+    try:
+        result = receive(headers=request.headers, body=body)
+    except DomainError as error:
+        return _error(error)
+    except Exception:
+        # Nothing was stored (the transaction rolled back); the host retries this message.
+        logger.exception("sale seam: unexpected error, message not stored")
+        return JsonResponse(
+            {"error": {"code": Code.SERVER_ERROR, "message": "Unexpected error; retry later."}},
+            status=500,
+        )
+    return JsonResponse(result.payload, status=result.http_status)
+
+
+@require_GET
+def catalog_linked_products(request: HttpRequest) -> JsonResponse:
+    """The published ticket rows of one event with their availability (None = unlimited)."""
+    raw = request.GET.get("event", "")
+    try:
+        event_id = int(raw)
+        if not 0 < event_id < 2**63:
+            raise ValueError
+    except ValueError:
+        return _error(ValidationFailed("event must be an event id.", field="event"))
+    rows = list(selectors.linked_products(event_id=event_id))
+    if not rows:
+        return _error(NotFound("No published tickets for this event.", event=event_id))
+    event = Event.objects.get(pk=event_id)
+    available = _ticket_availability(event)
+    return JsonResponse(
+        {
+            "event": event_id,
+            "products": [
+                {
+                    "event_id": row.event_id,
+                    "event_name": row.event_name,
+                    "ticket_id": row.ticket_id,
+                    "ticket_name": row.ticket_name,
+                    "product_ref": row.product_ref,
+                    "price": str(row.price),
+                    "currency": row.currency,
+                    "start_sale_datetime": _iso(row.start_sale_datetime),
+                    "end_sale_datetime": _iso(row.end_sale_datetime),
+                    # missing = a multi-slot event without slots: nothing can be had
+                    "available": available.get(row.ticket_id, 0),
+                }
+                for row in rows
+            ],
+        }
+    )
+
+
+def _ticket_availability(event: Event) -> dict[int, int | None]:
+    """Per ticket, from the seat module in a fixed number of queries: the best over the
+    event's slots on a multi-slot event (as `seats.availability` without a slot), None when no
+    limit applies."""
+    result: dict[int, int] = {}
+    unlimited: set[int] = set()
+    for (_, ticket_id), numbers in seats.ticket_summaries(event=event).items():
+        if ticket_id is None:
+            continue
+        value = numbers["available"]
+        if value is None:
+            unlimited.add(ticket_id)
+        elif ticket_id not in result or result[ticket_id] < value:
+            result[ticket_id] = value
+    return {**result, **dict.fromkeys(unlimited)}
+
+
+def _iso(value) -> str | None:
+    return value.isoformat() if value is not None else None
