@@ -27,6 +27,7 @@ class BoothCategory(models.Model):
 
     class Meta:
         ordering = ("sequence", "name")
+        verbose_name = "booth category"
         verbose_name_plural = "booth categories"
         constraints = [
             models.CheckConstraint(condition=Q(price__gte=0), name="booth_category_price"),
@@ -44,6 +45,7 @@ class TypeBooth(models.Model):
     class Meta:
         ordering = ("id",)
         verbose_name = "template booth"
+        verbose_name_plural = "template booths"
 
     def __str__(self) -> str:
         return self.name
@@ -68,6 +70,8 @@ class Booth(models.Model):
 
     class Meta:
         ordering = ("event", "name")
+        verbose_name = "booth"
+        verbose_name_plural = "booths"
 
     def __str__(self) -> str:
         return self.name
@@ -89,6 +93,8 @@ class BoothBooking(models.Model):
 
     class Meta:
         ordering = ("-created_at", "id")
+        verbose_name = "booth booking"
+        verbose_name_plural = "booth bookings"
         constraints = [
             models.UniqueConstraint(
                 fields=["booth"],
