@@ -41,6 +41,8 @@ class LeadRule(models.Model):
 
     class Meta:
         ordering = ("name", "id")
+        verbose_name = "lead rule"
+        verbose_name_plural = "lead rules"
 
     def __str__(self) -> str:
         return self.name
@@ -55,6 +57,8 @@ class LeadRulePredicate(models.Model):
 
     class Meta:
         ordering = ("sequence", "id")
+        verbose_name = "rule condition"
+        verbose_name_plural = "rule conditions"
 
     def __str__(self) -> str:
         return f"{self.field} {self.op} {self.value!r}"
@@ -73,6 +77,8 @@ class LeadRequest(models.Model):
 
     class Meta:
         ordering = ("created_at", "id")
+        verbose_name = "lead request"
+        verbose_name_plural = "lead requests"
 
     def __str__(self) -> str:
         return f"lead request for {self.event_id} at {self.cursor}"
@@ -89,6 +95,8 @@ class LeadProvenance(models.Model):
 
     class Meta:
         ordering = ("-created_at", "id")
+        verbose_name = "lead provenance record"
+        verbose_name_plural = "lead provenance records"
         constraints = [
             models.UniqueConstraint(
                 fields=["rule", "event", "group_key"], name="lead_provenance_group"
@@ -109,6 +117,8 @@ class LeadProvenanceRegistration(models.Model):
     rule = models.ForeignKey(LeadRule, on_delete=models.CASCADE, related_name="+")
 
     class Meta:
+        verbose_name = "lead attendee row"
+        verbose_name_plural = "lead attendee rows"
         constraints = [
             models.UniqueConstraint(fields=["rule", "registration"], name="lead_rule_registration"),
         ]
@@ -136,6 +146,8 @@ class Lead(models.Model):
 
     class Meta:
         ordering = ("-created_at", "id")
+        verbose_name = "lead"
+        verbose_name_plural = "leads"
 
     def __str__(self) -> str:
         return self.name

@@ -1,0 +1,423 @@
+"""The lead pass (issue 12, Must show 2, 3, 4 (sequential), 6, 7, 8): triggers, bases, dedup,
+a sink that raises, the limits and re-arming, the description, relink; and the core hook that
+queues the work inside the registration transaction."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from unittest import mock
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
+
+from events.models import EventAuditLog
+from events.services import nudge
+from events.services import registrations as registration_services
+from leads import services
+from leads.adapters import LocalLeadSink
+from leads.models import Lead, LeadProvenance, LeadProvenanceRegistration, LeadRequest
+from leads.services import passes, requests
+from tests.events import factories
+
+
+def rule(world, actor, *, basis="attendee", trigger="create", predicates=(), **more):
+    return services.create_rule(
+        name=more.pop("name", f"{basis}/{trigger}"),
+        lead_creation_basis=basis,
+        lead_creation_trigger=trigger,
+        lead_type=more.pop("lead_type", "lead"),
+        event=more.pop("event", world.event),
+        predicates=list(predicates),
+        actor=actor,
+        **more,
+    )
+
+
+def register(world, actor, *names, state="open", order=None, partner=None, **more):
+    event = more.pop("event", world.event)
+    default_ticket = world.tickets[0] if event == world.event else world.other_ticket
+    more.setdefault("ticket", default_ticket)
+    return registration_services.register(
+        event=event,
+        attendees=[
+            {"name": n, "email": f"{n.lower()}@example.org", **more.pop("attendee", {})}
+            for n in names
+        ],
+        state=state,
+        sale_order_ref=order,
+        partner_ref=partner,
+        actor=actor,
+        **more,
+    )
+
+
+def pairs() -> Counter:
+    return Counter(LeadProvenanceRegistration.objects.values_list("rule_id", "registration_id"))
+
+
+# --- the hook ---------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_registration_queues_the_events_request_with_one_statement(world, actor):
+    (first,) = register(world, actor, "Ada")
+    request = LeadRequest.objects.get(event=world.event)
+    assert request.cursor == first.pk - 1
+    LeadRequest.objects.filter(pk=request.pk).update(cursor=first.pk + 100)
+    request.rules.add(rule(world, actor))
+    with CaptureQueriesContext(connection) as ctx:
+        requests.registrations_changed([first], actor)
+    assert len(ctx.captured_queries) == 1
+    request.refresh_from_db()
+    assert request.cursor == first.pk - 1  # lowered below the registration
+    assert list(request.rules.all()) == []  # a registration change concerns every rule
+
+
+@pytest.mark.django_db
+def test_a_state_change_lowers_the_cursor_to_revisit_the_registration(world, actor):
+    (reg,) = register(world, actor, "Ada", state="draft")
+    LeadRequest.objects.filter(event=world.event).update(cursor=reg.pk + 50)
+    registration_services.confirm(registration=reg, actor=actor)
+    assert LeadRequest.objects.get(event=world.event).cursor == reg.pk - 1
+
+
+# --- Must show 2: triggers --------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_triggers_fire_only_for_eligible_states_and_all_matching_rules_apply(world, actor):
+    on_create = rule(world, actor, trigger="create")
+    on_confirm = rule(world, actor, trigger="confirm")
+    on_done = rule(world, actor, trigger="done")
+    vip_only = rule(
+        world,
+        actor,
+        trigger="create",
+        name="vip",
+        predicates=[{"field": "ticket", "op": "in", "value": [world.tickets[1].pk]}],
+    )
+    (draft,) = register(world, actor, "Draft", state="draft", ticket=world.tickets[0])
+    (open_,) = register(world, actor, "Open", ticket=world.tickets[1])
+    (done,) = register(world, actor, "Done", ticket=world.tickets[0])
+    (cancelled,) = register(world, actor, "Cancelled", ticket=world.tickets[1])
+    registration_services.mark_attended(registration=done, actor=actor)
+    registration_services.cancel(registration=cancelled, actor=actor)
+
+    services.run_pass()
+
+    assert set(pairs()) == {
+        (on_create.pk, draft.pk),
+        (on_create.pk, open_.pk),
+        (on_create.pk, done.pk),
+        (on_confirm.pk, open_.pk),
+        (on_confirm.pk, done.pk),
+        (on_done.pk, done.pk),
+        (vip_only.pk, open_.pk),
+    }
+
+    # confirming the draft later fires the confirm rule for it, and nothing twice
+    registration_services.confirm(registration=draft, actor=actor)
+    services.run_pass()
+    assert (on_confirm.pk, draft.pk) in pairs()
+    assert set(pairs().values()) == {1}
+
+
+@pytest.mark.django_db
+def test_a_rule_of_another_event_or_inactive_does_not_apply(world, actor):
+    elsewhere = rule(world, actor, event=world.other)
+    inactive = rule(world, actor, name="off")
+    services.update_rule(rule=inactive, active=False, actor=actor)
+    everywhere = rule(world, actor, event=None, name="all events")
+    typed = services.create_rule(
+        name="typed",
+        lead_creation_basis="attendee",
+        lead_creation_trigger="create",
+        lead_type="lead",
+        event_types=[world.event.event_type],
+        actor=actor,
+    )
+    (reg,) = register(world, actor, "Ada")
+    services.run_pass()
+    assert set(pairs()) == {(everywhere.pk, reg.pk), (typed.pk, reg.pk)}
+    assert elsewhere.pk and inactive.pk
+
+
+# --- Must show 3: bases -----------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_attendee_basis_makes_one_lead_per_registration(world, actor):
+    r = rule(world, actor, basis="attendee")
+    regs = register(world, actor, "Ada", "Grace", order="SO-1")
+    services.run_pass()
+    provenance = LeadProvenance.objects.filter(rule=r)
+    assert provenance.count() == 2 == Lead.objects.count()
+    assert {p.group_key for p in provenance} == {f"registration:{x.pk}" for x in regs}
+
+
+@pytest.mark.django_db
+def test_order_basis_makes_one_lead_per_order_and_a_later_registration_updates_it(world, actor):
+    r = rule(world, actor, basis="order", lead_type="opportunity")
+    register(world, actor, "Ada", "Grace", order="SO-1")
+    report = services.run_pass()
+    assert (report.leads_created, report.leads_updated) == (1, 0)
+    (lead,) = Lead.objects.all()
+    before = lead.description
+    assert "Ada" in before and "Grace" in before
+
+    (alan,) = register(world, actor, "Alan", order="SO-1")
+    report = services.run_pass()
+    assert (report.leads_created, report.leads_updated) == (0, 1)
+    (lead,) = Lead.objects.all()  # no second lead
+    assert lead.description.startswith(before)  # appended
+    assert lead.description[len(before) :] == "\n3. Alan (alan@example.org)"
+    (provenance,) = LeadProvenance.objects.filter(rule=r)
+    assert provenance.group_key == "order:SO-1"
+    assert provenance.registration_rows.count() == 3
+    assert lead.lead_type == "opportunity"
+    assert alan.pk in provenance.registration_rows.values_list("registration_id", flat=True)
+
+
+@pytest.mark.django_db
+def test_order_basis_groups_by_partner_without_an_order_else_per_registration(world, actor):
+    rule(world, actor, basis="order")
+    register(world, actor, "Ada", partner="P-1")
+    register(world, actor, "Grace", partner="P-1")
+    register(world, actor, "Alan")
+    services.run_pass()
+    assert sorted(LeadProvenance.objects.values_list("group_key", flat=True))[0] == "partner:P-1"
+    assert LeadProvenance.objects.count() == 2
+    assert Lead.objects.count() == 2
+
+
+# --- Must show 4 (sequential): twice --------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_running_the_pass_twice_makes_each_lead_once(world, actor):
+    rules = [rule(world, actor, basis=b, name=b) for b in ("attendee", "order")]
+    register(world, actor, "Ada", "Grace", order="SO-1")
+    register(world, actor, "Alan")
+    services.run_pass()
+    services.generate_leads(event=world.event, actor=actor)  # walk everything again
+    report = services.run_pass()
+    assert (report.leads_created, report.leads_updated) == (0, 0)
+    assert report.registrations_walked == 3
+    assert set(pairs().values()) == {1}
+    assert len(pairs()) == 6
+    assert Lead.objects.count() == 3 + 2
+    assert LeadRequest.objects.count() == 0  # finished requests are deleted
+    assert rules
+
+
+# --- Must show 6: a sink that raises ----------------------------------------------------------
+
+
+class BrokenSink(LocalLeadSink):
+    calls = 0
+
+    def upsert_leads(self, *, items):
+        type(self).calls += 1
+        raise ConnectionError("CRM down")
+
+
+@pytest.mark.django_db
+def test_a_raising_sink_parks_the_request_with_audit_and_log_and_the_cursor_stays(
+    world, actor, caplog
+):
+    rule(world, actor)
+    regs = register(world, actor, "Ada", "Grace")
+    other_rule = rule(world, actor, event=world.other, name="other")
+    (other_reg,) = register(world, actor, "Alan", event=world.other)
+    request = LeadRequest.objects.get(event=world.event)
+    cursor = request.cursor
+    audit_before = EventAuditLog.objects.count()
+
+    with caplog.at_level(logging.ERROR, logger="leads.pass"):
+        report = services.run_pass(sink=BrokenSink())
+    assert report.parked == 2  # both events' requests; the pass went on
+    request.refresh_from_db()
+    assert request.cursor == cursor
+    assert request.error_message == "[ConnectionError] CRM down"
+    assert request.lease_until is None
+    assert Lead.objects.count() == 0 and LeadProvenance.objects.count() == 0
+    parked = EventAuditLog.objects.filter(verb="lead_request.parked", event=world.event)
+    assert parked.count() == 1
+    assert parked.get().data["code"] == "ConnectionError"
+    assert EventAuditLog.objects.count() == audit_before + 2
+    assert any("parked in error" in r.message for r in caplog.records)
+    assert report.work_remaining is False  # a parked request waits for beat, no nudge loop
+
+    # the same error again: no second audit row
+    services.run_pass(sink=BrokenSink())
+    assert parked.count() == 1
+
+    # the sink recovers: the pass completes
+    report = services.run_pass()
+    assert report.parked == 0
+    assert set(pairs()) == {(r.pk, x.pk) for r in [other_rule] for x in [other_reg]} | {
+        (p.rule_id, x.pk)
+        for p in LeadProvenance.objects.filter(event=world.event)
+        for x in regs
+        if x.pk in p.registration_rows.values_list("registration_id", flat=True)
+    }
+    assert Lead.objects.count() == 3
+    assert LeadRequest.objects.count() == 0
+    assert EventAuditLog.objects.filter(verb="lead_request.recovered").count() == 2
+
+
+@pytest.mark.django_db
+def test_an_unwired_sink_parks_with_port_not_wired(world, actor):
+    rule(world, actor)
+    register(world, actor, "Ada")
+    with override_settings(EVENT_LEAD_SINK="events.ports.RefusingLeadSink"):
+        report = services.run_pass()
+    assert report.parked == 1
+    assert LeadRequest.objects.get().error_message.startswith("[port_not_wired]")
+
+
+# --- Must show 7: limits and re-arming ---------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_batch_and_pass_limits_are_honoured_and_a_stopped_pass_rearms(world, actor):
+    rule(world, actor)
+    regs = register(world, actor, *[f"Guest{i}" for i in range(7)])
+    with (
+        override_settings(EVENT_LEAD_BATCH=2, EVENT_LEAD_CRON_LIMIT=5),
+        mock.patch.object(nudge, "after_commit") as nudged,
+        mock.patch.object(passes, "_batch", wraps=passes._batch) as batches,
+    ):
+        first = services.run_pass()
+        assert [
+            c.kwargs["limit"] if "limit" in c.kwargs else c.args[2] for c in batches.call_args_list
+        ] == [2, 2, 1]
+        assert (first.registrations_walked, first.leads_created) == (5, 5)
+        assert first.work_remaining is True
+        nudged.assert_called_once_with(key="leads:nudge:lead-pass", task="leads.run_pass")
+        request = LeadRequest.objects.get()
+        assert request.cursor == regs[4].pk
+        assert request.lease_until is None  # released for the next pass
+
+        nudged.reset_mock()
+        second = services.run_pass()
+        assert (second.registrations_walked, second.leads_created) == (2, 2)
+        assert second.work_remaining is False
+        nudged.assert_not_called()
+    assert LeadRequest.objects.count() == 0
+    assert Lead.objects.count() == 7
+
+
+@pytest.mark.django_db
+def test_statements_per_batch_do_not_grow_with_the_batch(world, actor):
+    rule(world, actor)
+    rule(world, actor, basis="order", name="order")
+    question = world.text_question
+
+    def statements(n: int) -> int:
+        register(
+            world,
+            actor,
+            *[f"G{n}x{i}" for i in range(n)],
+            order=f"SO-{n}",
+            attendee={"answers": {str(question.pk): "tea"}},
+        )
+        with (
+            override_settings(EVENT_LEAD_BATCH=1000),
+            CaptureQueriesContext(connection) as ctx,
+        ):
+            report = services.run_pass()
+        assert report.registrations_walked == n
+        return len(ctx.captured_queries)
+
+    assert statements(3) == statements(30)
+
+
+# --- Must show 8: description and relink ---------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_description_lists_participants_with_their_answers(world, actor):
+    rule(world, actor, basis="order", team_ref="T-1", user_ref="U-1", tag_refs=["vip"])
+    register(
+        world,
+        actor,
+        "Ada",
+        order="SO-9",
+        utm={"source": "newsletter"},
+        attendee={
+            "phone": "+32 2 555 01 23",
+            "company_name": "Engines",
+            "answers": {
+                str(world.question.pk): world.choices[1].pk,
+                str(world.text_question.pk): "vegetarian",
+            },
+        },
+    )
+    register(world, actor, "Grace", order="SO-9")
+    services.run_pass()
+    (lead,) = Lead.objects.all()
+    assert lead.description == (
+        "Participants\n"
+        "1. Ada (ada@example.org, +3225550123)\n"
+        "   - Company size: 11+\n"
+        "   - Dietary needs: vegetarian\n"
+        "2. Grace (grace@example.org)"
+    )
+    assert lead.name == "Lead Summit – Ada"
+    assert (lead.team_ref, lead.user_ref, lead.tag_refs) == ("T-1", "U-1", ["vip"])
+    assert lead.utm == {"source": "newsletter"}
+    assert (lead.email, lead.company_name, lead.event_id) == (
+        "ada@example.org",
+        "Engines",
+        world.event.pk,
+    )
+
+
+@pytest.mark.django_db
+def test_relink_repoints_provenance(world, actor):
+    rule(world, actor)
+    rule(world, actor, basis="order", name="order")
+    register(world, actor, "Ada", order="SO-1")
+    services.run_pass()
+    old = LeadProvenance.objects.order_by("pk").first().lead_ref
+    other = LeadProvenance.objects.exclude(lead_ref=old).get().lead_ref
+    assert services.relink(old_lead_ref=old, new_lead_ref="crm:42") == 1
+    assert sorted(LeadProvenance.objects.values_list("lead_ref", flat=True)) == sorted(
+        ["crm:42", other]
+    )
+    assert EventAuditLog.objects.filter(verb="lead.relinked", event=world.event).count() == 1
+    assert services.relink(old_lead_ref=old, new_lead_ref="crm:43") == 0
+
+
+@pytest.mark.django_db
+def test_lead_pass_command_prints_the_report(world, actor, capsys):
+    from django.core.management import call_command
+
+    rule(world, actor)
+    register(world, actor, "Ada", "Grace")
+    call_command("lead_pass")
+    out = capsys.readouterr().out
+    assert "requests claimed: 1" in out
+    assert "registrations walked: 2" in out
+    assert "leads created: 2" in out
+    assert "leads updated: 0" in out
+    assert "parked: 0" in out
+
+
+@pytest.mark.django_db
+def test_generate_leads_merges_rule_subsets(world, actor):
+    a, b = rule(world, actor, name="a"), rule(world, actor, name="b")
+    factories.RegistrationFactory(event=world.event)
+    (request,) = services.generate_leads(rule=a, actor=actor)
+    assert list(request.rules.all()) == [a]
+    services.generate_leads(rule=b, actor=actor)
+    assert set(LeadRequest.objects.get().rules.all()) == {a, b}
+    services.generate_leads(event=world.event, actor=actor)
+    assert list(LeadRequest.objects.get().rules.all()) == []  # all rules
+    services.generate_leads(rule=a, actor=actor)
+    assert list(LeadRequest.objects.get().rules.all()) == []  # "all" stays all
+    assert LeadRequest.objects.get().cursor == 0
