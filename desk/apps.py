@@ -4,3 +4,13 @@ from django.apps import AppConfig
 class DeskConfig(AppConfig):
     name = "desk"
     verbose_name = "Attendance desk"
+
+    def ready(self) -> None:
+        from desk import errors  # noqa: F401 — registers the app's error codes
+        from desk.demo import seed_demo
+        from events import hooks
+
+        hooks.seed_demo.append(seed_demo)
+        from desk.dashboard import register as register_dashboard
+
+        register_dashboard()  # its event-dashboard panel (events.admin.extensions)

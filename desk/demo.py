@@ -1,0 +1,37 @@
+"""The desk's share of `manage.py seed_demo` (hook `events.hooks.seed_demo`): a door login.
+
+Creates the staff user `desk` in the Event desk group once, with a random password printed
+that one time (like `bootstrap_admin`), and names two tickets of the demo summit to try.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+
+from events.models import RegistrationState
+
+USERNAME = "desk"
+
+
+def seed_demo(*, summit, stdout=None, **_: Any) -> None:
+    User = get_user_model()
+    if User.objects.filter(username=USERNAME).exists():
+        return
+    password = secrets.token_urlsafe(12)
+    user = User.objects.create_user(USERNAME, "desk@localhost", password, is_staff=True)
+    user.groups.add(Group.objects.get(name="Event desk"))
+    if stdout is None:
+        return
+    tickets = list(
+        summit.registrations.filter(state=RegistrationState.OPEN)
+        .order_by("pk")
+        .values_list("barcode", flat=True)[:2]
+    )
+    stdout.write(
+        f"demo: desk login: user '{USERNAME}', password '{password}' (printed once) — "
+        f"scanner at /desk/{summit.pk}/; barcodes to try: {', '.join(tickets) or 'none'}"
+    )

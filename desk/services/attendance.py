@@ -1,0 +1,172 @@
+"""The desk verbs: scan a barcode, confirm an attendee by hand (spec-overlay.md §5.1).
+
+Invariants:
+- the barcode is trimmed of surrounding whitespace, then matched exactly (unique index);
+- the branch order of `decide` is frozen; only `confirmed_registration` writes a state, and only
+  through `events.services.registrations.mark_attended` (which sets `date_closed` once);
+- an admission is decided on the locked rows (Event, then Registration: the order every core
+  verb uses, so no deadlock with a concurrent cancel), so two desks scanning one ticket at once
+  get one `confirmed_registration` and one `already_registered`; an answer that writes nothing
+  is decided on the committed rows read by the lookup, without a lock;
+- every scan, whatever its answer, writes one audit row with the desk actor, in the same
+  transaction; nothing else is written on a refusal.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from enum import StrEnum
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from desk import selectors
+from events.errors import NotFound
+from events.models import ActorType, Event, Registration, RegistrationState, SaleStatus
+from events.services import audit, locks, registrations
+from events.services.audit import Actor
+
+BARCODE_MAX: int = Registration._meta.get_field("barcode").max_length or 0
+
+
+class ScanStatus(StrEnum):
+    INVALID_TICKET = "invalid_ticket"
+    CANCELED_REGISTRATION = "canceled_registration"
+    UNCONFIRMED_REGISTRATION = "unconfirmed_registration"
+    NOT_ONGOING_EVENT = "not_ongoing_event"
+    NEED_MANUAL_CONFIRMATION = "need_manual_confirmation"
+    CONFIRMED_REGISTRATION = "confirmed_registration"
+    ALREADY_REGISTERED = "already_registered"
+
+
+def desk_actor(actor: Any) -> Actor:
+    """The desk actor for audit rows: a staff user scanning at the desk keeps its id and name."""
+    if isinstance(actor, AbstractBaseUser):
+        return Actor(ActorType.DESK, str(actor.pk), actor.get_username())
+    a = audit.as_actor(actor)
+    return a if a.type == ActorType.DESK else Actor(ActorType.DESK, a.id, a.label)
+
+
+def decide(*, state: str, not_ongoing: bool, other_event: bool) -> ScanStatus:
+    """The frozen branch order of §5.1 (steps 2–6; step 1 is "no registration")."""
+    if state == RegistrationState.CANCEL:
+        return ScanStatus.CANCELED_REGISTRATION
+    if state == RegistrationState.DRAFT:
+        return ScanStatus.UNCONFIRMED_REGISTRATION
+    if not_ongoing:
+        return ScanStatus.NOT_ONGOING_EVENT
+    if state == RegistrationState.OPEN:
+        if other_event:
+            return ScanStatus.NEED_MANUAL_CONFIRMATION
+        return ScanStatus.CONFIRMED_REGISTRATION
+    return ScanStatus.ALREADY_REGISTERED
+
+
+def clean_barcode(barcode: str) -> str | None:
+    """Surrounding whitespace off (scanners append a newline); None when it cannot match."""
+    code = barcode.strip()
+    if not code or len(code) > BARCODE_MAX or "\x00" in code:
+        return None
+    return code
+
+
+def register_attendee(
+    *, barcode: str, event_id: int | None = None, actor: Any, now=None
+) -> dict[str, Any]:
+    """Scan `barcode` at the desk of `event_id` (None: any event) and answer `status` plus the
+    registration summary (none for `invalid_ticket`)."""
+    now = now or timezone.now()
+    who = desk_actor(actor)
+    code = clean_barcode(barcode)
+    found = selectors.scanned_registration(barcode=code) if code is not None else None
+    with transaction.atomic():
+        if found is None:
+            audit.record(
+                actor=who,
+                verb="registration.scanned",
+                event=event_id,
+                # What was scanned (jsonb refuses NUL): a trail of unknown codes tried at the door.
+                data={
+                    "status": ScanStatus.INVALID_TICKET.value,
+                    "barcode": barcode.replace("\x00", "")[:64],
+                },
+            )
+            return {"status": ScanStatus.INVALID_TICKET.value}
+        return _check_in(found, who, now=now, desk_event_id=event_id, manual=False)
+
+
+def confirm_attendance(*, registration_id: int, actor: Any, now=None) -> dict[str, Any]:
+    """The manual confirmation after `need_manual_confirmation`: the same branches without the
+    other-event check. An unknown id raises `NotFound`."""
+    now = now or timezone.now()
+    who = desk_actor(actor)
+    found = selectors.desk_registration(registration_id=registration_id)
+    if found is None:
+        raise NotFound(f"Registration {registration_id} does not exist.")
+    with transaction.atomic():
+        return _check_in(found, who, now=now, desk_event_id=None, manual=True)
+
+
+def _check_in(
+    found: Registration, who: Actor, *, now, desk_event_id: int | None, manual: bool
+) -> dict[str, Any]:
+    """Decide, write only on `confirmed_registration`, audit; in the caller's transaction.
+
+    An answer that writes nothing is decided on the committed rows of the lookup (no lock: it
+    is the last committed state). An admission is decided again on the locked rows.
+    """
+    reg, event = found, found.event
+    status = _status(reg, event, event.stage.name, now=now, desk_event_id=desk_event_id)
+    if status == ScanStatus.CONFIRMED_REGISTRATION:
+        # Event, then Registration: the order of every core verb (no deadlock with a cancel).
+        event = locks.lock_event(found.event_id)
+        reg = locks.lock_registration(found.pk)
+        # The stage was read by the lookup; re-read it only if it changed meanwhile.
+        stage = found.event.stage if found.event.stage_id == event.stage_id else event.stage
+        status = _status(reg, event, stage.name, now=now, desk_event_id=desk_event_id)
+        if status == ScanStatus.CONFIRMED_REGISTRATION:
+            reg = registrations.mark_attended(registration=reg, actor=who, now=now)
+        if reg.slot_id == found.slot_id:
+            reg.slot = found.slot  # already read by the lookup; spare a query
+    audit.record(
+        actor=who,
+        verb="registration.attendance_confirmed" if manual else "registration.scanned",
+        event=reg.event_id,
+        registration=reg,
+        data={"status": status.value, "desk_event_id": desk_event_id},
+    )
+    return {"status": status.value, **summary(reg, event, now=now)}
+
+
+def _status(
+    reg: Registration, event: Event, stage_name: str, *, now, desk_event_id: int | None
+) -> ScanStatus:
+    return decide(
+        state=reg.state,
+        not_ongoing=selectors.is_not_ongoing(event, stage_name=stage_name, now=now),
+        other_event=desk_event_id is not None and desk_event_id != reg.event_id,
+    )
+
+
+def summary(reg: Registration, event: Event, *, now) -> dict[str, Any]:
+    """The pinned summary of §5.1 (Odoo's `_get_registration_summary`, with the sale fields)."""
+    closed = reg.date_closed
+    tz = zoneinfo.ZoneInfo(event.date_tz or "UTC")
+    return {
+        "id": reg.pk,
+        "name": reg.name,
+        "partner_ref": reg.partner_ref,
+        "event_id": event.pk,
+        "event_name": event.name,
+        "ticket_name": reg.ticket.name if reg.ticket is not None else None,
+        "slot_name": str(reg.slot) if reg.slot is not None else None,
+        "company_name": reg.company_name,
+        "registration_answers": selectors.choice_answers(registration_id=reg.pk),
+        "sale_status": reg.sale_status,
+        "has_to_pay": reg.sale_status == SaleStatus.TO_PAY,
+        "date_closed": closed.isoformat() if closed is not None else None,
+        "is_date_closed_today": closed is not None
+        and closed.astimezone(tz).date() == now.astimezone(tz).date(),
+    }

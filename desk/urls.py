@@ -1,0 +1,13 @@
+from django.urls import path
+
+from desk import views
+
+app_name = "desk"
+
+urlpatterns = [
+    path("", views.index, name="index"),
+    path("<int:event_id>/", views.scanner, name="scanner"),
+    path("api/scan", views.api_scan, name="api-scan"),
+    path("api/confirm", views.api_confirm, name="api-confirm"),
+    path("api/events/<int:event_id>/counters", views.api_counters, name="api-counters"),
+]

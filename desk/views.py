@@ -1,0 +1,176 @@
+"""The desk surface (spec-overlay.md §5.2): pages and the JSON verbs, all thin.
+
+Who: an active staff user with `events.checkin_registration` (the Event desk group has it).
+Pages send an anonymous visitor to the login page and answer 403 to other staff; the JSON
+routes answer 403 `{"error": …}` to both. CSRF is enforced on the POSTs by Django's own check,
+run here (not by the global middleware) so that a failure answers in the pinned JSON shape.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from django.shortcuts import render
+from django.utils import timezone
+from django.utils.decorators import decorator_from_middleware
+from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
+
+from desk import selectors
+from desk.errors import CsrfFailed, Forbidden, MethodNotAllowed
+from desk.services import confirm_attendance, register_attendee
+from events import selectors as core_selectors
+from events.errors import DomainError, NotFound, ValidationFailed, http_status
+
+PERMISSION = "events.checkin_registration"
+
+
+def can_use_desk(user) -> bool:
+    return bool(user.is_active and user.is_staff and user.has_perm(PERMISSION))
+
+
+def error_response(error: DomainError) -> JsonResponse:
+    response = JsonResponse(error.as_dict(), status=http_status(error.code))
+    response["Cache-Control"] = "private, no-store"
+    return response
+
+
+class _JsonCsrfCheck(CsrfViewMiddleware):
+    """Django's CSRF check, answering a refusal as `{"error": {"code": "csrf_failed"}}`."""
+
+    def _reject(self, request: HttpRequest, reason: str) -> JsonResponse:
+        return error_response(CsrfFailed(f"CSRF check failed: {reason}"))
+
+
+_csrf_check = decorator_from_middleware(_JsonCsrfCheck)
+
+
+def desk_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if not can_use_desk(request.user):
+            raise PermissionDenied("The desk needs the check-in permission.")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def desk_api(*, method: str) -> Callable:
+    """JSON route: method, then CSRF (unsafe methods), then who; typed errors → JSON."""
+
+    def decorate(view: Callable[..., JsonResponse]) -> Callable[..., JsonResponse]:
+        def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+            if not can_use_desk(request.user):
+                return error_response(Forbidden("A desk login is needed (staff, check-in)."))
+            try:
+                response = view(request, *args, **kwargs)
+            except DomainError as error:
+                return error_response(error)
+            response["Cache-Control"] = "private, no-store"
+            return response
+
+        checked = _csrf_check(guarded)
+
+        @csrf_exempt  # the global middleware steps aside: `checked` runs the same check
+        @wraps(view)
+        def entry(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+            if request.method != method:
+                response = error_response(MethodNotAllowed(f"Use {method}."))
+                response["Allow"] = method
+                return response
+            return checked(request, *args, **kwargs)
+
+        return entry
+
+    return decorate
+
+
+def _body(request: HttpRequest) -> dict[str, Any]:
+    try:
+        body = json.loads(request.body)
+    except (ValueError, UnicodeDecodeError):
+        raise ValidationFailed("The body must be a JSON object.", code="invalid_value") from None
+    if not isinstance(body, dict):
+        raise ValidationFailed("The body must be a JSON object.", code="invalid_value")
+    return body
+
+
+# Primary keys are bigint: a larger number names nothing and must not reach the database.
+ID_MAX = 2**63 - 1
+
+
+def _id(value: Any, field: str, *, optional: bool = False) -> int | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= ID_MAX:
+        raise ValidationFailed(f"{field} must be a positive integer id.", code="invalid_value")
+    return value
+
+
+def _actor(request: HttpRequest):
+    return request.user  # the service turns a user into the desk actor (type "desk")
+
+
+# --- pages -------------------------------------------------------------------------------------
+
+
+@desk_page
+def index(request: HttpRequest) -> HttpResponse:
+    rows = selectors.desk_events(now=timezone.now())
+    return render(request, "desk/index.html", {"rows": rows})
+
+
+@desk_page
+@ensure_csrf_cookie
+def scanner(request: HttpRequest, event_id: int) -> HttpResponse:
+    event = selectors.desk_event(event_id=event_id)
+    if event is None:
+        raise Http404("No such event.")
+    now = timezone.now()
+    return render(
+        request,
+        "desk/scanner.html",
+        {
+            "event": event,
+            "counters": selectors.counters(event=event),
+            "ongoing": core_selectors.is_ongoing(event, now=now),
+            "not_ongoing": selectors.is_not_ongoing(event, stage_name=event.stage.name, now=now),
+        },
+    )
+
+
+# --- JSON --------------------------------------------------------------------------------------
+
+
+@desk_api(method="POST")
+def api_scan(request: HttpRequest) -> JsonResponse:
+    body = _body(request)
+    barcode = body.get("barcode")
+    if not isinstance(barcode, str):
+        raise ValidationFailed("barcode must be a string.", code="invalid_value")
+    event_id = _id(body.get("event_id"), "event_id", optional=True)
+    return JsonResponse(
+        register_attendee(barcode=barcode, event_id=event_id, actor=_actor(request))
+    )
+
+
+@desk_api(method="POST")
+def api_confirm(request: HttpRequest) -> JsonResponse:
+    registration_id = _id(_body(request).get("registration_id"), "registration_id")
+    return JsonResponse(confirm_attendance(registration_id=registration_id, actor=_actor(request)))
+
+
+@desk_api(method="GET")
+def api_counters(request: HttpRequest, event_id: int) -> JsonResponse:
+    event = selectors.desk_event(event_id=event_id)
+    if event is None:
+        raise NotFound(f"Event {event_id} does not exist.")
+    return JsonResponse({"event_id": event.pk, **selectors.counters(event=event)})
