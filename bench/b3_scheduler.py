@@ -13,6 +13,12 @@ An event with N open registrations (bulk-created) and two schedulers: one after_
 Correctness, every run: one outbox row per (scheduler, registration), no scheduler in error,
 the reminder done with mail_count_done = N.
 Nudges are counted, not sent (they would reach the real broker of .env).
+4. SMS (the sms overlay's gateway outbox): SMS queued per second by `run_pass` for an sms
+   reminder over N attendees with phone numbers (E.164 normalisation included), and SMS
+   delivered per second by one deliverer (`sms.services.delivery.deliver_outbox`, batches of
+   EVENT_MAIL_BATCH) to the local gateway sink (`manage.py sms_gateway_sink`, its own process,
+   keep-alive HTTP/1.1). Correctness: one outbox row per attendee, every delivered reference
+   received once by the sink (its log), no duplicate.
 """
 
 from __future__ import annotations
@@ -38,8 +44,8 @@ CHUNK = 5_000
 
 def _sizes(quick: bool) -> dict:
     if quick:
-        return {"big": 10_000, "small": 2_000, "queries": 2_000}
-    return {"big": 100_000, "small": 10_000, "queries": 5_000}
+        return {"big": 10_000, "small": 2_000, "queries": 2_000, "sms": 10_000, "sms_sent": 2_000}
+    return {"big": 100_000, "small": 10_000, "queries": 5_000, "sms": 100_000, "sms_sent": 20_000}
 
 
 def _event(n: int, label: str):
@@ -252,6 +258,7 @@ def run(*, quick: bool = False) -> list[dict]:
     stale = Event.objects.filter(
         name__startswith="B3 ", created_at__lt=timezone.now() - timedelta(hours=2)
     )
+    _cleanup_sms(list(stale.values_list("pk", flat=True)))
     _cleanup(list(stale.values_list("pk", flat=True)))
     sizes = _sizes(quick)
     batch = settings.EVENT_MAIL_BATCH
@@ -361,8 +368,197 @@ def run(*, quick: bool = False) -> list[dict]:
                 "checks": "",
             }
         )
+        # 4. the sms arm
+        rows += _sms_rows(sizes, data, events)
     finally:
+        _cleanup_sms(events)
         _cleanup(events)
     data["rows"] = rows
     common.write_result("b3_scheduler", data)
     return rows
+
+
+# --- 4. the sms arm -------------------------------------------------------------------------
+
+
+def _sms_event(n: int):
+    """An event in Belgium with n open registrations holding Belgian mobile numbers written the
+    local way (the pass normalises them to E.164) and an sms reminder; (event, reminder)."""
+    from django.utils import timezone
+
+    from events.models import MessageTemplate, Registration
+    from events.services import audit, scheduler, seats
+    from events.services import events as event_services
+
+    MessageTemplate.objects.get_or_create(
+        ref="b3-reminder-sms",
+        defaults={
+            "name": "B3 SMS reminder",
+            "channel": "sms",
+            "subject": "",
+            "body": "{{ registration.name }}: {{ event.name }} starts {{ event_begin }}.",
+        },
+    )
+    begin = timezone.now() + timedelta(days=30)
+    event = event_services.create_event(
+        name=f"B3 sms {n}",
+        date_begin=begin,
+        date_end=begin + timedelta(hours=8),
+        country="BE",
+        actor=audit.SYSTEM,
+    )
+    now = timezone.now()
+    for start in range(0, n, CHUNK):
+        Registration.objects.bulk_create(
+            [
+                Registration(
+                    event=event,
+                    state="open",
+                    barcode=str(secrets.randbits(63)),
+                    name=f"Guest {i}",
+                    email=f"guest{i}@example.org",
+                    phone=f"0470 {i // 10_000:02d} {i % 10_000:04d}",
+                    confirmed_at=now,
+                )
+                for i in range(start, min(start + CHUNK, n))
+            ]
+        )
+    seats.apply(event=event, holds=[seats.Hold(None, None, reserved=n)])
+    reminder = scheduler.add_scheduler(
+        event=event,
+        interval_nbr=1,
+        interval_unit="days",
+        interval_type="before_event",
+        template_ref="b3-reminder-sms",
+        notification_type="sms",
+        actor=audit.SYSTEM,
+    )
+    return event, reminder
+
+
+def _start_sink(port: int, token: str, log: Path) -> subprocess.Popen:
+    import socket
+
+    env = {
+        **os.environ,
+        "EVENT_SMS_GATEWAY_URL": f"http://127.0.0.1:{port}/sms",
+        "EVENT_SMS_GATEWAY_TOKEN": token,
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "sms_gateway_sink", "--log", str(log)],
+        cwd=common.ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while True:  # until it listens
+        if proc.poll() is not None:
+            raise RuntimeError("the sms gateway sink exited at start")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc
+        except OSError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError("the sms gateway sink never listened") from None
+            time.sleep(0.1)
+
+
+def _sms_rows(sizes: dict, data: dict, events: list[int]) -> list[dict]:
+    import socket
+    import tempfile
+    from collections import Counter
+
+    from django.test import override_settings
+
+    from events.services import nudge, scheduler
+    from sms.models import SmsOutbox
+    from sms.services import delivery
+
+    n, m = sizes["sms"], sizes["sms_sent"]
+    with common.stopwatch() as fill:
+        event, reminder = _sms_event(n)
+    events.append(event.pk)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = secrets.token_urlsafe(24)
+    wiring = {
+        **PASS_SETTINGS,
+        "EVENT_MAIL_CRON_LIMIT": 10**9,
+        "EVENT_SMS_QUEUE": "sms.adapters.GatewaySmsQueue",
+        "EVENT_SMS_GATEWAY_URL": f"http://127.0.0.1:{port}/sms",
+        "EVENT_SMS_GATEWAY_TOKEN": token,
+    }
+    problems: list[str] = []
+    with override_settings(**wiring), mock.patch.object(nudge, "after_commit"):
+        start = time.perf_counter()
+        report = scheduler.run_pass(now=reminder.scheduled_date)
+        pass_seconds = time.perf_counter() - start
+        rows = SmsOutbox.objects.filter(scheduler=reminder)
+        if report.messages_queued != n or report.errors or rows.count() != n:
+            problems.append(
+                f"pass queued {report.messages_queued} ({rows.count()} rows), "
+                f"{report.errors} errors, for {n}"
+            )
+        with tempfile.TemporaryDirectory() as tmp:
+            log = Path(tmp) / "sink.log"
+            sink = _start_sink(port, token, log)
+            try:
+                with override_settings(EVENT_MAIL_CRON_LIMIT=m):
+                    start = time.perf_counter()
+                    sent = delivery.deliver_outbox()
+                    deliver_seconds = time.perf_counter() - start
+            finally:
+                sink.terminate()
+                sink.wait(timeout=30)
+            lines = log.read_text().splitlines()
+    received = Counter(line.split()[4] for line in lines if " INFO SMS " in line)
+    duplicates = sum(1 for line in lines if " duplicate " in line)
+    if sent.sent != m or len(received) != m or set(received.values()) != {1} or duplicates:
+        problems.append(
+            f"delivered {sent.sent}/{m}, sink got {len(received)} references, "
+            f"{duplicates} duplicates, retried {sent.retried}, failed {sent.failed}"
+        )
+    queued_rate, sent_rate = n / pass_seconds, m / deliver_seconds
+    data["sms"] = {
+        "attendees": n,
+        "fill_seconds": round(fill(), 1),
+        "pass_seconds": round(pass_seconds, 2),
+        "queued_per_s": round(queued_rate, 1),
+        "delivered": m,
+        "deliver_seconds": round(deliver_seconds, 2),
+        "delivered_per_s": round(sent_rate, 1),
+        "problems": problems,
+    }
+    return [
+        {
+            "bench": "B3",
+            "what": f"sms pass, {n:,} attendees, gateway outbox: SMS queued/s",
+            "measured": f"{queued_rate:,.0f}/s ({pass_seconds:.1f} s, E.164 + render)",
+            "target": f"≥ {TARGET_RATE:,}/s",
+            "ok": queued_rate >= TARGET_RATE,
+            "checks": "one outbox row per attendee, no error"
+            if not problems
+            else "FAILED: " + "; ".join(problems)[:200],
+            "checks_ok": not problems,
+        },
+        {
+            "bench": "B3",
+            "what": f"sms delivery, one worker → local gateway sink: {m:,} SMS delivered/s",
+            "measured": f"{sent_rate:,.0f}/s ({deliver_seconds:.1f} s, HTTP POST each)",
+            "target": "",
+            "ok": None,
+            "checks": "every reference received once, none twice"
+            if not problems
+            else "FAILED: " + "; ".join(problems)[:200],
+            "checks_ok": not problems,
+        },
+    ]
+
+
+def _cleanup_sms(event_ids: list[int]) -> None:
+    from sms.models import SmsOutbox
+
+    SmsOutbox.objects.filter(scheduler__event_id__in=event_ids).delete()

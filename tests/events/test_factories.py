@@ -17,13 +17,14 @@ from tests.booths import factories as booth_factories
 from tests.events import factories
 from tests.leads import factories as lead_factories
 from tests.seams import factories as seam_factories
+from tests.sms import factories as sms_factories
 
 pytestmark = pytest.mark.django_db
 
 FACTORIES = sorted(
     (
         obj
-        for module in (factories, booth_factories, lead_factories, seam_factories)
+        for module in (factories, booth_factories, lead_factories, seam_factories, sms_factories)
         for obj in vars(module).values()
         if inspect.isclass(obj)
         and obj.__module__ == module.__name__

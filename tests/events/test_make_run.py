@@ -87,6 +87,10 @@ def wait_for(predicate, deadline: float, what: str, log: Path, proc=None):
     pytest.fail(f"timed out waiting for {what}:\n{log.read_text()[-4000:]}")
 
 
+# The demo registration's number (Belgian, as the demo events): E.164 at the SMS gateway.
+PHONE = "0470 12 34 56"
+PHONE_E164 = "+32470123456"
+
 # A capability link's path with anything but the mask after it (spec.md §7.1).
 UNMASKED_LINK = re.compile(r"/(?:my-tickets|ics)/(?!\*\*\*)[^/\s\"]")
 
@@ -110,7 +114,10 @@ def register_and_wait_for_the_mail(base: str, log: Path, deadline: float, proc) 
             answers.setdefault(question, int(choice))
         payload = {
             "ticket_id": int(ticket.group(1)) if ticket else None,
-            "attendees": [{"name": "Log Reader", "email": email, "answers": answers}],
+            "attendees": [
+                # A phone too: the demo summit's confirmation SMS goes to the local gateway sink.
+                {"name": "Log Reader", "email": email, "phone": PHONE, "answers": answers}
+            ],
         }
         request = urllib.request.Request(
             f"{base}/api/v1/events/{event_id}/registrations",
@@ -211,6 +218,16 @@ def test_make_run_serves_web_worker_and_beat_and_stops_on_sigterm(free_port, tmp
         wait_for(all_lines_seen, deadline, "the web, worker, beat and login lines", log, proc)
 
         tokens = register_and_wait_for_the_mail(base, log, deadline, proc)
+        # The same registration's confirmation SMS, delivered by the worker to the local sink
+        # that `make run` started (the Procfile's sms-gateway), its link masked in the output.
+        sms_line = rf"sms-gateway\.1\s+\| .*SMS \S+ to {re.escape(PHONE_E164)}: Hi Log Reader"
+        wait_for(
+            lambda: re.search(sms_line, log.read_text()),
+            deadline,
+            "the confirmation SMS at the local gateway sink",
+            log,
+            proc,
+        )
 
         seen.update(descendants(proc.pid))
         commands = [cmdline(pid) for pid in seen]
@@ -228,7 +245,7 @@ def test_make_run_serves_web_worker_and_beat_and_stops_on_sigterm(free_port, tmp
             log,
         )
         text = log.read_text()
-        for name in ("web.1", "worker.1", "beat.1"):
+        for name in ("web.1", "worker.1", "beat.1", "sms-gateway.1"):
             assert re.search(rf"system\s+\| {re.escape(name)} stopped", text), name
         assert_no_token(text, tokens)
     finally:

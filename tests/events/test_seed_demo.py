@@ -58,7 +58,15 @@ def test_two_events_one_multi_slot_and_the_template_applied(seeded):
     assert summit.event_type.name == "Conference"
     assert summit.tickets.count() == 3
     assert summit.questions.count() == 4
-    assert Mail.objects.filter(event=summit).count() == 3
+    # The event type's three lines, plus the sms overlay's confirmation SMS (sms/demo.py).
+    assert sorted(
+        Mail.objects.filter(event=summit).values_list("template_ref", "notification_type")
+    ) == [
+        ("event-reminder", "mail"),
+        ("event-reminder-sms", "sms"),
+        ("registration-confirmation", "mail"),
+        ("registration-confirmation-sms", "sms"),
+    ]
     assert Registration.objects.filter(event=workshops, slot__isnull=True).count() == 0
 
 
