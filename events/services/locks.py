@@ -44,11 +44,14 @@ def lock_event_for_booking(event_id: int) -> Event:
     active questions, and after_sub schedulers (`has_tickets`, `has_questions`,
     `has_after_sub`), so a booking spends no query on each.
 
-    The flags come from the statement's snapshot, taken before a wait for the lock; that is
-    fine for tickets and questions (neither is changed under this lock), and for after_sub
-    schedulers: one created meanwhile gets its missing rows from the pass (spec.md §6.2).
-    Seat counters must never be read this way: they are read or written by a later
-    statement, after the lock.
+    The flags come from the statement's snapshot, taken before a wait for the lock. Ticket
+    and question verbs take this lock too, so a row they committed while this booking waited
+    is not in the flags: a ticket deleted meanwhile is caught by register()'s re-read of its
+    ticket; a first ticket added meanwhile lets that one waiting ticketless booking through
+    (counted against the event's own limit, so never an oversell); a first question added
+    meanwhile is not asked of it. An after_sub scheduler created meanwhile gets its missing
+    rows from the pass (spec.md §6.2). Seat counters must never be read this way: they are
+    read or written by a later statement, after the lock.
     """
     rows = list(Event.objects.raw(_BOOKING_LOCK_SQL, [event_id]))
     if not rows:
