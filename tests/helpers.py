@@ -1,14 +1,20 @@
-"""Assertions shared by the tests: what a refusal must leave untouched, and how to run
-workers at the same instant (real threads released by one barrier, joined with a timeout,
-every thread's error collected and asserted)."""
+"""Assertions shared by the tests: what a refusal must leave untouched, how to run workers
+at the same instant (real threads released by one barrier, joined with a timeout, every
+thread's error collected and asserted), and a real Celery worker on the test database."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import quote
 
+from django.conf import settings
 from django.db import connection
 
 from events.models import (
@@ -88,3 +94,53 @@ def run_concurrently(
     assert not stuck, f"workers {stuck} still running after {timeout} s (deadlock?)"
     assert errors == [], errors
     return results
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def database_url() -> str:
+    """The URL of the database this test runs on (the pytest test database)."""
+    db = connection.settings_dict
+    auth = quote(db["USER"] or "")
+    if db.get("PASSWORD"):
+        auth += ":" + quote(db["PASSWORD"])
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def start_celery_worker(log: IO[bytes], *, name: str, env: Mapping[str, str]) -> subprocess.Popen:
+    """A real Celery worker (solo pool, no beat) on the test database and the test's broker,
+    logging to `log`; `env` adds or overrides variables (adapters, mail server). The caller
+    stops it."""
+    full_env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DATABASE_URL": database_url(),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,  # the test's own Redis database
+        "CACHE_URL": os.environ["CACHE_URL"],
+        **env,
+    }
+    full_env.pop("TEST_DB_SUFFIX", None)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "worker",
+            "--pool",
+            "solo",
+            "--loglevel",
+            "INFO",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--hostname",
+            f"{name}-{os.getpid()}@%h",
+        ],
+        cwd=ROOT,
+        env=full_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )

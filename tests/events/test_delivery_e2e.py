@@ -7,17 +7,12 @@ the local SMTP server. Nothing else drives it (no beat), so the nudges are what 
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import tempfile
 import time
 from datetime import timedelta
-from pathlib import Path
-from urllib.parse import quote
 
 import pytest
-from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 from django.utils import timezone
@@ -28,55 +23,22 @@ from events.services import nudge, scheduler
 from events.services import registrations as registration_services
 from tests.events import factories
 from tests.events.test_delivery import SmtpServer
+from tests.helpers import start_celery_worker
 
-ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_SECONDS = 30
 
 
-def _database_url() -> str:
-    db = connection.settings_dict  # NAME is the pytest test database here
-    auth = quote(db["USER"] or "")
-    if db.get("PASSWORD"):
-        auth += ":" + quote(db["PASSWORD"])
-    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
 def _start_worker(smtp_port: int, log) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "DATABASE_URL": _database_url(),
-        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,  # the test's own Redis database
-        "CACHE_URL": os.environ["CACHE_URL"],
-        "EMAIL_URL": f"smtp://127.0.0.1:{smtp_port}",
-        "DEFAULT_FROM_EMAIL": "events@example.org",
-        "EVENT_TEMPLATE_RENDERER": "events.adapters.DatabaseTemplateRenderer",
-        "EVENT_MAIL_QUEUE": "events.adapters.OutboxMailQueue",
-        "EVENT_PUBLIC_URL": "http://127.0.0.1:8000",
-    }
-    env.pop("TEST_DB_SUFFIX", None)
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "config",
-            "worker",
-            "--pool",
-            "solo",
-            "--loglevel",
-            "INFO",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "--hostname",
-            f"sched-e2e-{os.getpid()}@%h",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
+    return start_celery_worker(
+        log,
+        name="sched-e2e",
+        env={
+            "EMAIL_URL": f"smtp://127.0.0.1:{smtp_port}",
+            "DEFAULT_FROM_EMAIL": "events@example.org",
+            "EVENT_TEMPLATE_RENDERER": "events.adapters.DatabaseTemplateRenderer",
+            "EVENT_MAIL_QUEUE": "events.adapters.OutboxMailQueue",
+            "EVENT_PUBLIC_URL": "http://127.0.0.1:8000",
+        },
     )
 
 

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 from django.test import override_settings
@@ -23,7 +22,7 @@ from leads import services
 from leads.models import Lead, LeadProvenanceRegistration, LeadRequest
 from leads.services.requests import NUDGE_KEY
 from tests.events import factories
-from tests.events.test_delivery_e2e import _database_url
+from tests.helpers import start_celery_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_SECONDS = 30
@@ -59,37 +58,8 @@ def test_the_lead_pass_task_is_registered_by_name():
 
 
 def _start_worker(log) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "DATABASE_URL": _database_url(),
-        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-        "CACHE_URL": os.environ["CACHE_URL"],
-        "EVENT_LEAD_SINK": "leads.adapters.LocalLeadSink",
-    }
-    env.pop("TEST_DB_SUFFIX", None)
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "config",
-            "worker",
-            "--pool",
-            "solo",
-            "--loglevel",
-            "INFO",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "--hostname",
-            f"leads-e2e-{os.getpid()}@%h",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
+    return start_celery_worker(
+        log, name="leads-e2e", env={"EVENT_LEAD_SINK": "leads.adapters.LocalLeadSink"}
     )
 
 
