@@ -33,7 +33,7 @@ from events.models import (
     Stage,
     Ticket,
 )
-from events.services import audit, locks, scheduler
+from events.services import audit, locks, scheduler, seats
 from events.services.scheduler import dates
 
 EDITABLE = {
@@ -220,6 +220,8 @@ def update_event(*, event: Event, actor: Any, **fields: Any) -> Event:
                 code="invalid_value",
                 field="is_multi_slots",
             )
+        if {"seats_limited", "seats_max"} & set(changes):
+            _check_seat_limit(event)
         if "date_tz" in changes:
             _check_tz(event.date_tz)
         if DATE_FIELDS & set(changes):
@@ -240,6 +242,23 @@ def update_event(*, event: Event, actor: Any, **fields: Any) -> Event:
         if times_changed:
             scheduler.reschedule(event=event)
     return event
+
+
+def _check_seat_limit(event: Event) -> None:
+    """The event limit (per slot on a multi-slot event) never goes below the seats it already
+    covers, as a ticket's (spec.md §3: availability is negative only when data was forced in
+    by hand). Read under the Event row lock the caller holds."""
+    limit = seats.event_limit(event)
+    if limit is None:
+        return
+    taken = seats.event_taken(event=event)
+    if limit < taken:
+        raise ValidationFailed(
+            f"{taken} seats are already taken; the event's limit cannot go below that.",
+            code="invalid_value",
+            field="seats_max",
+            taken=taken,
+        )
 
 
 def _slot_times(event: Event) -> list[Slot]:

@@ -261,6 +261,18 @@ def ticket_taken(*, event: Event, ticket: Ticket) -> int:
     return max((reserved + used for reserved, used in rows), default=0)
 
 
+def event_taken(*, event: Event) -> int:
+    """The most seats the event's own limit has to cover: its held seats per slot on a
+    multi-slot event (the limit applies per slot), else for the whole event.
+
+    Read after the caller locked the Event row, so no booking moves it meanwhile.
+    """
+    rows = SeatLedger.objects.filter(
+        event_id=event.pk, ticket__isnull=True, slot__isnull=not event.is_multi_slots
+    ).values_list("reserved", "used")
+    return max((reserved + used for reserved, used in rows), default=0)
+
+
 # --- writing (the caller holds the Event row lock) -----------------------------------------
 
 
