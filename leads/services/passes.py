@@ -52,7 +52,7 @@ from leads.models import (
     LeadTrigger,
 )
 from leads.services import values, vocabulary
-from leads.services.requests import NUDGE_KEY, PASS_TASK
+from leads.services.requests import NUDGE_KEY, PASS_TASK, hold_events
 
 logger = logging.getLogger("leads.pass")
 
@@ -329,6 +329,9 @@ def _batch(ctx: _Pass, claim: _Claim, limit: int) -> _Batch:
             event=event.pk,
             data={"request": claim.id, "error": error_message[:500]},
         )
+    # The Event row before the request row (the lock order of requests.py): this batch's
+    # rows reference the event, and their foreign keys are checked at COMMIT.
+    hold_events([claim.event_id])
     with connection.cursor() as cursor:
         cursor.execute(
             _ADVANCE,
@@ -506,6 +509,7 @@ def _park(ctx: _Pass, claim: _Claim, exc: Exception) -> None:
     message = exc.message if isinstance(exc, DomainError) else str(exc)
     error_message = f"[{code}] {message}"[:2000]
     with transaction.atomic(), connection.cursor() as cursor:
+        hold_events([claim.event_id])  # the audit row below references the event
         cursor.execute(_PARK, claim.params(at=ctx.now, message=error_message))
         row = cursor.fetchone()
         if row is None:

@@ -53,6 +53,28 @@ _UPSERT = f"""
 """  # noqa: S608
 
 
+# Lock order of every writer of lead requests: the Event rows first, then the request rows. A
+# booking holds its Event row (FOR UPDATE) when the registration hook upserts the request; a
+# transaction that writes a request and rows referencing the event (leads, provenance, audit)
+# would otherwise meet the Event row only at COMMIT, where PostgreSQL checks those foreign keys
+# (Django's constraints are DEFERRABLE INITIALLY DEFERRED) with FOR KEY SHARE: each would wait
+# for the other, a deadlock. Such a transaction takes the key-share lock itself, before it
+# touches a request (`hold_events`). FOR KEY SHARE does not block other key-share holders or
+# FOR NO KEY UPDATE; it waits for a booking's FOR UPDATE and makes the next one wait.
+_HOLD_EVENTS = f"""
+    SELECT id FROM {Event._meta.db_table} WHERE id = ANY(%s) ORDER BY id FOR KEY SHARE
+"""  # noqa: S608 — table name from model meta; the ids are a parameter
+
+
+def hold_events(event_ids: Iterable[int]) -> None:
+    """Take FOR KEY SHARE on these Event rows (ascending): call before writing lead requests
+    in a transaction that also writes rows referencing the events."""
+    ids = sorted(set(event_ids))
+    if ids:
+        with connection.cursor() as cursor:
+            cursor.execute(_HOLD_EVENTS, [ids])
+
+
 def registrations_changed(registrations: Iterable[Registration], actor: Any = None) -> None:
     """The core hook: queue lead work for the events of these registrations (created or whose
     state changed), inside the caller's transaction."""
@@ -106,6 +128,7 @@ def generate_leads(
     events = [event] if event is not None else list(_events_of(rule))  # type: ignore[arg-type]
     requests: list[LeadRequest] = []
     with transaction.atomic(), connection.cursor() as cursor:
+        hold_events(target.pk for target in events)  # before the requests: the lock order
         for target in events:
             cursor.execute(_UPSERT, [target.pk])
             request_id, inserted = cursor.fetchone()
