@@ -27,6 +27,7 @@ from desk.errors import CsrfFailed, Forbidden, MethodNotAllowed
 from desk.services import confirm_attendance, register_attendee
 from events import selectors as core_selectors
 from events.errors import DomainError, NotFound, ValidationFailed, http_status
+from events.views_api import DATABASE_UNAVAILABLE, database_unavailable
 
 PERMISSION = "events.checkin_registration"
 
@@ -64,7 +65,9 @@ def desk_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
 
 
 def desk_api(*, method: str) -> Callable:
-    """JSON route: method, then CSRF (unsafe methods), then who; typed errors → JSON."""
+    """JSON route: method, then CSRF (unsafe methods), then who; typed errors → JSON, a
+    database fault → 503 `service_unavailable` (the rescan of an admitted ticket answers
+    `already_registered`)."""
 
     def decorate(view: Callable[..., JsonResponse]) -> Callable[..., JsonResponse]:
         def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
@@ -86,7 +89,11 @@ def desk_api(*, method: str) -> Callable:
                 response = error_response(MethodNotAllowed(f"Use {method}."))
                 response["Allow"] = method
                 return response
-            return checked(request, *args, **kwargs)
+            try:
+                return checked(request, *args, **kwargs)
+            except DATABASE_UNAVAILABLE as error:
+                # Also when the session or the user could not be read: JSON, never a 500 page.
+                return database_unavailable(error, api="desk API")
 
         return entry
 

@@ -9,8 +9,9 @@ Every answer of this view is JSON. Errors are `{"error": {"code", "message", …
 the status of `errors.http_status`: domain refusals, and the transport answers of docs/spec.md's
 register — 413 `payload_too_large` (DATA_UPLOAD_MAX_MEMORY_SIZE), 405 `method_not_allowed`, 415
 `unsupported_media_type`, 503 `service_unavailable` + `Retry-After` (the rate limiter's Redis
-did not answer: nothing was decided, so a retry is safe), and 500 `server_error` for anything
-unexpected (logged with its traceback; the message says nothing of the cause).
+did not answer: nothing was decided, so a retry is safe; or the database connection failed, see
+`database_unavailable`), and 500 `server_error` for anything unexpected (logged with its
+traceback; the message says nothing of the cause).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import logging
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -30,7 +32,8 @@ from events.services import intake
 logger = logging.getLogger("events.api")
 
 JSON_TYPE = "application/json"
-# Seconds a client should wait before retrying when the limiter's Redis is unavailable.
+# Seconds a client should wait before retrying when Redis (the limiter) or the database is
+# unavailable.
 RETRY_AFTER_UNAVAILABLE = 5
 
 
@@ -46,6 +49,26 @@ def transport_error(code: Code, message: str, **details) -> JsonResponse:
     body = {"error": {"code": code.value, "message": message, **details}}
     response = JsonResponse(body, status=code.http_status)
     response["Cache-Control"] = "private, no-store"
+    return response
+
+
+# DB-API's errors of the database's operation, not of the request: the connection failed or
+# was lost (a terminated backend, a failover, a restart; also a deadlock or timeout victim).
+# The transaction rolled back; a lost connection is dropped at the end of the request.
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
+
+
+def database_unavailable(error: Exception, *, api: str) -> JsonResponse:
+    """503 `service_unavailable` + `Retry-After` for a database fault, on every JSON API (the
+    intake, the sale seam, the desk). The retry is safe where it counts once: the intake's
+    Idempotency-Key, the seam's message id, a scan of an attended registration (even when the
+    connection dropped at COMMIT and the write did land)."""
+    # One log line: libpq's messages span several.
+    logger.error("%s: database unavailable (%s): answering 503", api, " ".join(str(error).split()))
+    response = transport_error(
+        Code.SERVICE_UNAVAILABLE, "The service is temporarily unavailable; try again soon."
+    )
+    response["Retry-After"] = str(RETRY_AFTER_UNAVAILABLE)
     return response
 
 
@@ -71,6 +94,8 @@ def intake_registrations(request: HttpRequest, event_id: int) -> JsonResponse:
         return response
     try:
         return _intake(request, event_id)
+    except DATABASE_UNAVAILABLE as error:
+        return database_unavailable(error, api=f"intake API (event {event_id})")
     except Exception:
         # The last resort: this API answers JSON even for its own faults.
         logger.exception("intake API: unexpected error (event %s)", event_id)

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from events.errors import Code, DomainError, NotFound, ValidationFailed, http_status
 from events.models import Event
 from events.services import seats
+from events.views_api import DATABASE_UNAVAILABLE, database_unavailable
 from seams import selectors
 from seams.services import receive
 
@@ -36,6 +37,10 @@ def sale_webhook(request: HttpRequest) -> JsonResponse:
         result = receive(headers=request.headers, body=body)
     except DomainError as error:
         return _error(error)
+    except DATABASE_UNAVAILABLE as error:
+        # Nothing was stored, or (the connection lost at COMMIT) all of it: the host's retry of
+        # this message id applies it or answers `duplicate`.
+        return database_unavailable(error, api="sale seam")
     except Exception:
         # Nothing was stored (the transaction rolled back); the host retries this message.
         logger.exception("sale seam: unexpected error, message not stored")
@@ -49,6 +54,13 @@ def sale_webhook(request: HttpRequest) -> JsonResponse:
 @require_GET
 def catalog_linked_products(request: HttpRequest) -> JsonResponse:
     """The published ticket rows of one event with their availability (None = unlimited)."""
+    try:
+        return _catalog(request)
+    except DATABASE_UNAVAILABLE as error:
+        return database_unavailable(error, api="catalog read")
+
+
+def _catalog(request: HttpRequest) -> JsonResponse:
     raw = request.GET.get("event", "")
     try:
         event_id = int(raw)
