@@ -144,3 +144,24 @@ def start_celery_worker(log: IO[bytes], *, name: str, env: Mapping[str, str]) ->
         stdout=log,
         stderr=subprocess.STDOUT,
     )
+
+
+def kill_worker(worker: subprocess.Popen, *, timeout: float = 20.0) -> None:
+    """SIGKILL a worker (no shutdown, no ack, no rollback of its own) and wait until PostgreSQL
+    has ended its sessions: afterwards what it committed is final (a COMMIT already on the wire
+    has landed) and its row locks are gone. Counts every session on the test database but the
+    test's own, so the test must hold no other connection."""
+    worker.kill()
+    worker.wait(timeout=timeout)
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            (others,) = cursor.fetchone()
+            if not others:
+                return
+            assert time.monotonic() < deadline, f"{others} session(s) outlived the killed worker"
+            time.sleep(0.02)  # PostgreSQL notices the closed socket and ends the backend
