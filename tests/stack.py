@@ -204,9 +204,9 @@ class _QuietServer(ThreadingHTTPServer):
 class RecordingGateway:
     """The project's local SMS gateway (`sms_gateway_sink`'s handler: bearer check, JSON,
     de-duplication by reference) in a thread, recording the reference of every POST it
-    receives, duplicates included."""
+    receives, duplicates included; `delay` seconds before it answers (a slow gateway)."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, *, delay: float = 0.0) -> None:
         self.posts: list[str] = []
         self.lock = threading.Lock()
         sink = make_handler(path="/sms", token=token)
@@ -222,6 +222,7 @@ class RecordingGateway:
                 if reference is not None:
                     with gateway.lock:
                         gateway.posts.append(reference)
+                time.sleep(delay)
                 kept, self.rfile = self.rfile, io.BytesIO(raw)  # the sink reads the body again
                 try:
                     super().do_POST()

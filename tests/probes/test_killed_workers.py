@@ -25,16 +25,12 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import io
-import json
 import re
 import subprocess
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from datetime import timedelta
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -46,13 +42,13 @@ from events.models import Mail, MailOutbox, MailRegistration, OutboxState
 from events.services import scheduler
 from leads import services as lead_services
 from leads.models import Lead, LeadProvenance, LeadProvenanceRegistration, LeadRequest
-from sms.management.commands.sms_gateway_sink import make_handler
 from sms.models import SmsOutbox, SmsState
 from tests.events import factories
 from tests.events.redis_server import own_redis  # noqa: F401 — a fixture: the test's own Redis
 from tests.events.test_delivery import Inbox, SmtpServer
 from tests.helpers import kill_worker, start_celery_worker
 from tests.sms.gateway import TOKEN
+from tests.stack import RecordingGateway
 
 pytestmark = [
     pytest.mark.slow,
@@ -87,57 +83,6 @@ class SlowInbox(Inbox):
         return answer
 
 
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address) -> None:
-        """A killed deliverer leaves its answer nowhere to go: expected here, not printed."""
-
-
-class Gateway:
-    """The project's local SMS gateway (`sms_gateway_sink`: bearer check, JSON, de-duplication
-    by reference) in a thread, recording the reference of every POST it receives (duplicates
-    included) before it answers, `delay` seconds later."""
-
-    def __init__(self, delay: float = 0.0) -> None:
-        self.posts: list[str] = []
-        self.lock = threading.Lock()
-        sink = make_handler(path="/sms", token=TOKEN)
-        gateway = self
-
-        class Recording(sink):  # type: ignore[misc, valid-type]
-            def do_POST(self) -> None:  # noqa: N802 — the http.server API
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with gateway.lock:
-                    gateway.posts.append(json.loads(raw)["reference"])
-                time.sleep(delay)
-                kept, self.rfile = self.rfile, io.BytesIO(raw)  # the sink reads the body again
-                try:
-                    super().do_POST()
-                finally:
-                    self.rfile = kept
-
-        self.server = _QuietServer(("127.0.0.1", 0), Recording)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/sms"
-
-    def received(self) -> Counter[str]:
-        with self.lock:
-            return Counter(self.posts)
-
-    def start(self) -> Gateway:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self.thread.is_alive():
-            self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def smtp(free_port):
     server = SmtpServer(free_port)
@@ -147,7 +92,7 @@ def smtp(free_port):
 
 @pytest.fixture
 def gateway():
-    server = Gateway()
+    server = RecordingGateway(TOKEN)
     yield server
     server.stop()
 
@@ -163,7 +108,9 @@ class Workers:
         self.redis_url = redis_url
         self.procs: list[tuple[subprocess.Popen, Path]] = []
 
-    def start(self, *, smtp: SmtpServer, gateway: Gateway, **knobs: int) -> subprocess.Popen:
+    def start(
+        self, *, smtp: SmtpServer, gateway: RecordingGateway, **knobs: int
+    ) -> subprocess.Popen:
         log_path = self.tmp_path / f"worker-{len(self.procs)}.log"
         env = {
             "CACHE_URL": self.redis_url.replace("redis://", "rediscache://") + "/1",
@@ -327,7 +274,6 @@ def test_a_scheduler_pass_killed_between_batches_queues_and_delivers_each_messag
     total = 4 * n
     celery_app.control.purge()  # add_scheduler's nudges: the test publishes the pass itself
     smtp.start()
-    gateway.start()
 
     first = workers.start(smtp=smtp, gateway=gateway, EVENT_MAIL_BATCH=4)
     tick(["events.run_pass"])
@@ -434,7 +380,7 @@ def test_a_lead_pass_killed_between_batches_makes_one_lead_per_rule_and_registra
 # --- (c) an outbox delivery --------------------------------------------------------------------
 
 
-def _queue_reminders(actor, n: int, channel: str, settings, gateway: Gateway) -> list:
+def _queue_reminders(actor, n: int, channel: str, settings, gateway: RecordingGateway) -> list:
     """The pass in this process queues one reminder per attendee in the outbox of `channel`."""
     settings.EVENT_SMS_QUEUE = "sms.adapters.GatewaySmsQueue"
     settings.EVENT_SMS_GATEWAY_URL = gateway.url
@@ -453,11 +399,10 @@ def test_an_outbox_delivery_killed_inside_a_batch_loses_nothing_and_resends_only
 ):
     n, batch, delay = 60, 7, 0.03
     smtp.inbox = SlowInbox(delay)
-    gateway_ = Gateway(delay)
+    gateway_ = RecordingGateway(TOKEN, delay=delay)
     try:
         _queue_reminders(actor, n, channel, settings, gateway_)
         smtp.start()
-        gateway_.start()
         if channel == "mail":
             outbox, sent_state, key = MailOutbox.objects, OutboxState.SENT, "message_id"
 
