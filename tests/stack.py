@@ -97,12 +97,13 @@ def stop(proc: subprocess.Popen, *, timeout: float = 30.0) -> None:
 
     def send(sig: int) -> None:
         try:
-            if os.getpgid(proc.pid) == proc.pid:
-                os.killpg(proc.pid, sig)
-            else:
-                proc.send_signal(sig)
+            own_group = os.getpgid(proc.pid) == proc.pid
         except ProcessLookupError:
-            pass  # ended meanwhile
+            return  # it ended meanwhile: nothing left to signal
+        if own_group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)  # a no-op on a process already reaped
 
     send(signal.SIGTERM)
     try:
@@ -137,16 +138,20 @@ class Web:
         )
 
     def wait_ready(self, deadline: float) -> None:
+        last: object = "no answer yet"
         while True:
             if self.process.poll() is not None:
                 raise RuntimeError(f"{self.name} exited:\n{self.log.read_text()[-3000:]}")
             try:
-                if self.call("GET", "/healthz")[0] == 200:
-                    return
-            except OSError:
-                pass
+                last = self.call("GET", "/healthz")[0]
+            except OSError as exc:
+                last = exc  # not listening yet: kept for the message below
+            if last == 200:
+                return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name} did not answer:\n{self.log.read_text()[-3000:]}")
+                raise RuntimeError(
+                    f"{self.name} did not answer ({last!r}):\n{self.log.read_text()[-3000:]}"
+                )
             time.sleep(0.2)  # a server booting, not a race under test
 
     def call(self, method: str, path: str, body: bytes | None = None, headers=None):
