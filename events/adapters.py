@@ -26,27 +26,41 @@ from django.template import Context, Template
 from django.utils import dateformat, timezone
 from django.utils.html import strip_tags
 
+from events import outbox_sql, template_plans
 from events.errors import TemplateMissing
-from events.models import MailOutbox, MessageTemplate, NotificationType, Registration, Slot
+from events.models import (
+    Event,
+    MailOutbox,
+    MessageTemplate,
+    NotificationType,
+    Registration,
+    Slot,
+    Ticket,
+)
 from events.ports import EventMailQueue, EventTemplateRenderer, OutgoingMail, RenderedMessage
 from events.services import links, nudge
 
 _BREAKS = re.compile(r"<br\s*/?>|</(p|div|li|h[1-6]|tr)>", re.IGNORECASE)
-_LINK = re.compile(r'<a\s[^>]*href="([^"]*)"[^>]*>(.*?)</a>', re.IGNORECASE | re.DOTALL)
+LINK = re.compile(r'<a\s[^>]*href="([^"]*)"[^>]*>(.*?)</a>', re.IGNORECASE | re.DOTALL)
 
 
-def html_to_text(markup: str) -> str:
-    """A readable plain-text part for an HTML mail (links kept as "text (url)")."""
+def html_text_stages(markup: str) -> tuple[str, str, str]:
+    """html_to_text step by step: (links and breaks marked, tags stripped, the text). The
+    compiled plans (events.template_plans) check the middle stages."""
 
     def link(match: re.Match) -> str:
         url, label = match.group(1), strip_tags(match.group(2)).strip()
         return url if not label or label == url else f"{label} ({url})"
 
-    text = _LINK.sub(link, markup)
-    text = _BREAKS.sub(lambda m: m.group(0) + "\n", text)
-    text = html.unescape(strip_tags(text))
-    lines = [line.strip() for line in text.splitlines()]
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    marked = _BREAKS.sub(lambda m: m.group(0) + "\n", LINK.sub(link, markup))
+    stripped = strip_tags(marked)
+    lines = [line.strip() for line in html.unescape(stripped).splitlines()]
+    return marked, stripped, re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def html_to_text(markup: str) -> str:
+    """A readable plain-text part for an HTML mail (links kept as "text (url)")."""
+    return html_text_stages(markup)[2]
 
 
 def format_begin(moment, tz_name: str) -> str:
@@ -76,11 +90,31 @@ def _plain(obj, fields: tuple[str, ...]) -> dict[str, object] | None:
     return None if obj is None else {field: getattr(obj, field) for field in fields}
 
 
+def _shared(event: Event, ticket: Ticket | None, slot: Slot | None) -> dict[str, object]:
+    """The part of a template's context that is the same for every registration of a batch."""
+    begin = slot.start_datetime if slot is not None else event.date_begin
+    return {
+        "event": _plain(event, EVENT_FIELDS),
+        "ticket": _plain(ticket, TICKET_FIELDS),
+        "slot": _plain(slot, SLOT_FIELDS),
+        "event_begin": format_begin(begin, event.date_tz),
+    }
+
+
 class DatabaseTemplateRenderer(EventTemplateRenderer):
-    """Templates from the `MessageTemplate` table; compiled once per instance (one pass)."""
+    """Templates from the `MessageTemplate` table; compiled once per instance (one pass).
+
+    `render_many` (the pass's batch call) renders through compiled plans where the template
+    allows (events.template_plans): the same text as `render`, without running the template
+    language per message."""
 
     def __init__(self) -> None:
         self._compiled: dict[str, tuple[str, Template, Template]] = {}
+        self._plans = template_plans.Plans(
+            registration_fields=REGISTRATION_FIELDS,
+            link_getters={"tickets_url": links.tickets_url, "ics_url": links.ics_url},
+            html_to_text=html_to_text,
+        )
 
     def _load(self, template_ref: str) -> tuple[str, Template, Template]:
         if template_ref not in self._compiled:
@@ -108,18 +142,13 @@ class DatabaseTemplateRenderer(EventTemplateRenderer):
         self, *, template_ref: str, registration: Registration, slot: Slot | None = None
     ) -> RenderedMessage:
         channel, subject, body = self._load(template_ref)
-        event = registration.event
         slot = slot if slot is not None else registration.slot
-        begin = slot.start_datetime if slot is not None else event.date_begin
         # A plain context (spec.md §12, issue 9): dicts of this registration's own fields, never
         # model instances, so a template cannot walk the ORM to other attendees' data
         # ({{ event.registrations.all }} renders nothing).
         values = {
             "registration": _plain(registration, REGISTRATION_FIELDS),
-            "event": _plain(event, EVENT_FIELDS),
-            "ticket": _plain(registration.ticket, TICKET_FIELDS),
-            "slot": _plain(slot, SLOT_FIELDS),
-            "event_begin": format_begin(begin, event.date_tz),
+            **_shared(registration.event, registration.ticket, slot),
             # Callables: the template language calls them only when a template uses them.
             "tickets_url": lambda: links.tickets_url(registration),
             "ics_url": lambda: links.ics_url(registration),
@@ -136,10 +165,49 @@ class DatabaseTemplateRenderer(EventTemplateRenderer):
             body_html=markup,
         )
 
+    def render_many(
+        self,
+        *,
+        template_ref: str,
+        registrations: Sequence[Registration],
+        slot: Slot | None = None,
+    ) -> list[RenderedMessage]:
+        """`render` for each registration, in order, through the template's compiled plans."""
+        channel, subject, body = self._load(template_ref)
+        if self._plans.keys(template_ref, subject, body) is None:
+            return [
+                self.render(template_ref=template_ref, registration=reg, slot=slot)
+                for reg in registrations
+            ]
+        # The shared context is built once per (event, ticket, slot) object of this call.
+        plans: dict[tuple[int, int, int], template_plans.Plan | None] = {}
+        rendered = []
+        for reg in registrations:
+            event, ticket = reg.event, reg.ticket
+            own_slot = slot if slot is not None else reg.slot
+            ident = (id(event), id(ticket), id(own_slot))
+            if ident not in plans:
+                plans[ident] = self._plans.plan(
+                    template_ref=template_ref,
+                    channel=channel,
+                    subject=subject,
+                    body=body,
+                    shared=_shared(event, ticket, own_slot),
+                )
+            plan = plans[ident]
+            message = plan.render(reg) if plan is not None else None
+            if message is None:
+                message = self.render(template_ref=template_ref, registration=reg, slot=slot)
+            rendered.append(message)
+        return rendered
 
-def message_id(idempotency_key: str) -> str:
-    host = urlsplit(settings.EVENT_PUBLIC_URL).hostname or "backbone-events"
-    return f"<{idempotency_key}@{host}>"
+
+def _message_host() -> str:
+    return urlsplit(settings.EVENT_PUBLIC_URL).hostname or "backbone-events"
+
+
+def message_id(idempotency_key: str, *, host: str | None = None) -> str:
+    return f"<{idempotency_key}@{host or _message_host()}>"
 
 
 class OutboxMailQueue(EventMailQueue):
@@ -156,22 +224,37 @@ class OutboxMailQueue(EventMailQueue):
     def enqueue_many(self, *, messages: Sequence[OutgoingMail]) -> None:
         if not messages:
             return
-        now = timezone.now()
-        MailOutbox.objects.bulk_create(
-            [
-                MailOutbox(
-                    idempotency_key=m.idempotency_key,
-                    message_id=message_id(m.idempotency_key),
-                    scheduler_id=m.scheduler_id,
-                    registration_id=m.registration_id,
-                    recipient=m.recipient,
-                    subject=m.subject[:255],
-                    body_text=m.body_text,
-                    body_html=m.body_html,
-                    next_attempt_at=now,
+        now, host = timezone.now(), _message_host()
+        # One INSERT … SELECT FROM unnest per batch (events.outbox_sql), not bulk_create.
+        outbox_sql.insert_batch(
+            model=MailOutbox,
+            columns=OUTBOX_COLUMNS,
+            rows=[
+                (
+                    m.idempotency_key,
+                    message_id(m.idempotency_key, host=host),
+                    m.scheduler_id,
+                    m.registration_id,
+                    m.recipient,
+                    m.subject[:255],
+                    m.body_text,
+                    m.body_html,
                 )
                 for m in messages
             ],
-            ignore_conflicts=True,
+            constants={"next_attempt_at": now},
+            now=now,
         )
         nudge.outbox_delivery()
+
+
+OUTBOX_COLUMNS = (
+    ("idempotency_key", "text"),
+    ("message_id", "text"),
+    ("scheduler_id", "bigint"),
+    ("registration_id", "bigint"),
+    ("recipient", "text"),
+    ("subject", "text"),
+    ("body_text", "text"),
+    ("body_html", "text"),
+)

@@ -1,10 +1,10 @@
 """The built-in `EventSmsQueue` adapter (spec.md §11): an outbox delivered to an HTTP gateway.
 
 `GatewaySmsQueue` writes one `SmsOutbox` row per SMS in the caller's transaction (the pass
-batch: a rollback undoes them), in one bulk `INSERT … ON CONFLICT (reference) DO NOTHING`, and
-nudges `sms.deliver_outbox` after commit. The pass's idempotency key is the row's `reference`
-(scheduler, registration, scheduled date / slot): the same message is never queued twice, and
-the gateway can de-duplicate a re-send by it.
+batch: a rollback undoes them), in one `INSERT … SELECT FROM unnest(…) ON CONFLICT DO NOTHING`
+(events.outbox_sql), and nudges `sms.deliver_outbox` after commit. The pass's idempotency key
+is the row's `reference` (scheduler, registration, scheduled date / slot): the same message is
+never queued twice, and the gateway can de-duplicate a re-send by it.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from django.utils import timezone
 
+from events import outbox_sql
 from events.ports import EventSmsQueue, OutgoingSms
 from events.services import nudge
 from sms.models import SmsOutbox
@@ -34,18 +35,24 @@ class GatewaySmsQueue(EventSmsQueue):
         if not messages:
             return
         now = timezone.now()
-        SmsOutbox.objects.bulk_create(
-            [
-                SmsOutbox(
-                    reference=m.idempotency_key,
-                    scheduler_id=m.scheduler_id,
-                    registration_id=m.registration_id,
-                    to=m.recipient,
-                    body=m.body,
-                    next_attempt_at=now,
-                )
+        # One INSERT … SELECT FROM unnest per batch (events.outbox_sql), not bulk_create.
+        outbox_sql.insert_batch(
+            model=SmsOutbox,
+            columns=OUTBOX_COLUMNS,
+            rows=[
+                (m.idempotency_key, m.scheduler_id, m.registration_id, m.recipient, m.body)
                 for m in messages
             ],
-            ignore_conflicts=True,
+            constants={"next_attempt_at": now},
+            now=now,
         )
         nudge.after_commit(key=NUDGE_KEY, task=DELIVERY_TASK)
+
+
+OUTBOX_COLUMNS = (
+    ("reference", "text"),
+    ("scheduler_id", "bigint"),
+    ("registration_id", "bigint"),
+    ("to", "text"),
+    ("body", "text"),
+)

@@ -9,6 +9,10 @@ Invariants:
   (error_datetime / error_message; audit row and ERROR log when the error is new or changed)
   and the pass goes on; a later successful batch clears the error.
 - When work remains (the cron limit stopped it) the pass nudges its successor after commit.
+- A batch costs the same few statements whatever its size (docs/benchmarks.md "B3 profile"):
+  its registrations in one read (an ordered index range per state, never a sort of the rest),
+  rendered through the renderer's `render_many` when it has one (the built-in store's compiled
+  plans), handed to the queue at once (the built-in outboxes: one INSERT … SELECT FROM unnest).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from events.models import (
     Registration,
     RegistrationState,
     Slot,
+    Ticket,
 )
 from events.services import audit, nudge, seats
 from events.services.contacts import is_valid_email, usable_phone
@@ -247,6 +252,75 @@ def _step(ctx: _Pass, mail: Mail, *, first: bool) -> _Step:
     return step
 
 
+# What the pass and the built-in renderer read of a registration (its links need the id and
+# token_version); a renderer reading another field loads it on access.
+LOADED_FIELDS = (
+    "id",
+    "event_id",
+    "ticket_id",
+    "slot_id",
+    "state",
+    "name",
+    "email",
+    "phone",
+    "company_name",
+    "barcode",
+    "token_version",
+)
+
+
+def _load(rows: list[Registration], event: Event) -> list[Registration]:
+    """Attach the event, ticket and slot to one batch of registrations: at most one query each
+    for their tickets and slots (a handful per event), instead of a joined copy of the ticket
+    and slot on every row."""
+    tickets = _related(Ticket, {reg.ticket_id for reg in rows})
+    slots = _related(Slot, {reg.slot_id for reg in rows})
+    for reg in rows:
+        reg.event = event
+        if reg.ticket_id is not None:  # a null foreign key reads as None without a query
+            reg.ticket = tickets[reg.ticket_id]
+        if reg.slot_id is not None:
+            reg.slot = slots[reg.slot_id]
+    return rows
+
+
+def _walk(event: Event, cursor: int, limit: int, **filters: Any) -> list[Registration]:
+    """The next `limit` registrations of the event in open/done with id > cursor, ascending.
+
+    One ordered range of the (event, state, id) index per state, merged: `state IN (…)` on
+    that index cannot give rows in id order, and PostgreSQL then sorts every remaining
+    registration of the event on each batch (a 100k-attendee pass turned quadratic)."""
+    parts = [
+        Registration.objects.filter(event=event, active=True, state=state, pk__gt=cursor, **filters)
+        .only(*LOADED_FIELDS)
+        .order_by("pk")[:limit]
+        for state in HOLDING
+    ]
+    return _load(list(parts[0].union(*parts[1:], all=True).order_by("pk")[:limit]), event)
+
+
+def _related(model: type[Ticket] | type[Slot], ids: set[int | None]) -> dict:
+    ids.discard(None)
+    return model.objects.in_bulk(ids) if ids else {}
+
+
+def _render(
+    renderer: ports.EventTemplateRenderer,
+    template_ref: str,
+    registrations: Sequence[Registration],
+    slot: Slot | None,
+) -> list[ports.RenderedMessage]:
+    # A renderer that renders a batch at once (the built-in store's compiled plans) says so by
+    # having `render_many`; any other renders per registration.
+    many = getattr(renderer, "render_many", None)
+    if many is not None:
+        return many(template_ref=template_ref, registrations=registrations, slot=slot)
+    return [
+        renderer.render(template_ref=template_ref, registration=reg, slot=slot)
+        for reg in registrations
+    ]
+
+
 def _send(
     ctx: _Pass,
     mail: Mail,
@@ -259,11 +333,10 @@ def _send(
     verbs.check_channel(renderer, mail.template_ref, mail.notification_type)
     event = mail.event
     outcomes: dict[int, str] = {}
-    mails: list[ports.OutgoingMail] = []
-    texts: list[ports.OutgoingSms] = []
     sms = mail.notification_type == NotificationType.SMS
+    targets: list[Registration] = []
+    recipients: list[str] = []
     for reg in registrations:
-        reg.event = event
         if sms:
             recipient = usable_phone(reg.phone, country=event.country)
             if recipient is None:
@@ -274,34 +347,38 @@ def _send(
             if not recipient or not is_valid_email(recipient):
                 outcomes[reg.pk] = MailOutcome.SKIPPED_NO_EMAIL
                 continue
-        rendered = renderer.render(template_ref=mail.template_ref, registration=reg, slot=slot)
-        if sms:
-            texts.append(
+        targets.append(reg)
+        recipients.append(recipient)
+        outcomes[reg.pk] = MailOutcome.SENT
+    rendered = _render(renderer, mail.template_ref, targets, slot)
+    if sms and registrations:
+        ctx.sms_queue().enqueue_many(
+            messages=[
                 ports.OutgoingSms(
                     idempotency_key=key(reg),
                     recipient=recipient,
-                    body=rendered.body_text,
+                    body=message.body_text,
                     scheduler_id=mail.pk,
                     registration_id=reg.pk,
                 )
-            )
-        else:
-            mails.append(
+                for reg, recipient, message in zip(targets, recipients, rendered, strict=True)
+            ]
+        )
+    elif registrations:
+        ctx.mail_queue().enqueue_many(
+            messages=[
                 ports.OutgoingMail(
                     idempotency_key=key(reg),
                     recipient=recipient,
-                    subject=rendered.subject,
-                    body_text=rendered.body_text,
-                    body_html=rendered.body_html,
+                    subject=message.subject,
+                    body_text=message.body_text,
+                    body_html=message.body_html,
                     scheduler_id=mail.pk,
                     registration_id=reg.pk,
                 )
-            )
-        outcomes[reg.pk] = MailOutcome.SENT
-    if registrations and sms:
-        ctx.sms_queue().enqueue_many(messages=texts)
-    elif registrations:
-        ctx.mail_queue().enqueue_many(messages=mails)
+                for reg, recipient, message in zip(targets, recipients, rendered, strict=True)
+            ]
+        )
     return outcomes
 
 
@@ -380,35 +457,41 @@ def _step_after_sub(
         dropped = _sweep_after_sub(mail)
         if mail.last_registration_id != cursor:
             fields["last_registration_id"] = mail.last_registration_id
+    # The registrations of due unsent rows, with each row's id to mark it by primary key (by
+    # (scheduler, registration) PostgreSQL may scan every row of the scheduler per batch).
     # No ORDER BY: every due row goes out in this pass unless the cron limit stops it, and an
     # unordered LIMIT lets PostgreSQL stop after `limit` rows instead of sorting every unsent
     # row of the scheduler on each batch (which made a 100k-attendee pass quadratic).
-    rows = list(
-        MailRegistration.objects.filter(
-            scheduler=mail,
-            mail_sent=False,
-            scheduled_date__lte=ctx.now,
-            registration__state__in=HOLDING,
-            registration__active=True,
-        )
-        .select_related("registration", "registration__ticket", "registration__slot")
-        .order_by()[:limit]
+    registrations = _load(
+        list(
+            Registration.objects.filter(
+                mail_rows__scheduler=mail,
+                mail_rows__mail_sent=False,
+                mail_rows__scheduled_date__lte=ctx.now,
+                state__in=HOLDING,
+                active=True,
+            )
+            .annotate(row_id=F("mail_rows__id"))
+            .only(*LOADED_FIELDS)
+            .order_by()[:limit]
+        ),
+        mail.event,
     )
-    registrations = [row.registration for row in rows]
     outcomes = _send(ctx, mail, registrations, key=lambda reg: f"s{mail.pk}-r{reg.pk}")
     by_outcome: dict[str, list[int]] = {}
-    for row in rows:
-        by_outcome.setdefault(outcomes[row.registration_id], []).append(row.pk)
+    for reg in registrations:
+        row_id = reg.row_id  # type: ignore[attr-defined]  # the annotation above
+        by_outcome.setdefault(outcomes[reg.pk], []).append(row_id)
     for outcome, ids in by_outcome.items():
         MailRegistration.objects.filter(pk__in=ids).update(
             mail_sent=True, sent_at=ctx.now, outcome=outcome
         )
     queued, skipped = _tally(outcomes)
-    if rows:
-        fields["mail_count_done"] = F("mail_count_done") + len(rows)
-    if rows or dropped:
+    if registrations:
+        fields["mail_count_done"] = F("mail_count_done") + len(registrations)
+    if registrations or dropped:
         _audit_batch(mail, {"queued": queued, "skipped": skipped, "rows_dropped": dropped})
-    return _Step(queued=queued, skipped=skipped, more=len(rows) == limit), fields
+    return _Step(queued=queued, skipped=skipped, more=len(registrations) == limit), fields
 
 
 # event-based, single slot ----------------------------------------------------------------------
@@ -429,13 +512,7 @@ def _step_event(ctx: _Pass, mail: Mail, limit: int) -> tuple[_Step, dict[str, An
             data={"scheduler": mail.pk, "reason": reason},
         )
         return _Step(schedulers_skipped=1), {"skipped_reason": reason}
-    registrations = list(
-        Registration.objects.filter(
-            event=event, active=True, state__in=HOLDING, pk__gt=mail.last_registration_id
-        )
-        .select_related("ticket", "slot")
-        .order_by("pk")[:limit]
-    )
+    registrations = _walk(event, mail.last_registration_id, limit)
     stamp = int(dates.due(mail).timestamp())
     outcomes = _send(ctx, mail, registrations, key=lambda reg: f"s{mail.pk}-r{reg.pk}-{stamp}")
     queued, skipped = _tally(outcomes)
@@ -504,17 +581,7 @@ def _step_slots(ctx: _Pass, mail: Mail, limit: int, *, first: bool) -> tuple[_St
                 },
             )
             continue
-        registrations = list(
-            Registration.objects.filter(
-                event=event,
-                slot=slot,
-                active=True,
-                state__in=HOLDING,
-                pk__gt=row.last_registration_id,
-            )
-            .select_related("ticket", "slot")
-            .order_by("pk")[: limit - step.used]
-        )
+        registrations = _walk(event, row.last_registration_id, limit - step.used, slot=slot)
         stamp = int(dates.due(row).timestamp())
 
         def key(reg: Registration, s: int = slot.pk, t: int = stamp) -> str:
