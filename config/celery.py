@@ -25,6 +25,7 @@ app.conf.beat_schedule = {
     "events-scheduler-pass": {"task": "events.run_pass", "schedule": 60.0},
     "events-outbox-delivery": {"task": "events.deliver_outbox", "schedule": 60.0},
     "events-export-build": {"task": "events.build_exports", "schedule": 60.0},
+    "events-waitlist-pass": {"task": "events.waitlist_pass", "schedule": 60.0},
 }
 
 

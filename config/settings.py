@@ -10,6 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -113,6 +114,12 @@ TEMPLATES = [
 DATABASES = {"default": env.db_url("DATABASE_URL")}
 DATABASES["default"]["CONN_MAX_AGE"] = 60
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# psycopg prepares a statement of a server-binding cursor from its third use on a connection.
+# Only the booking's hot statements use such cursors (events.services.pipeline.cursor);
+# Django's own cursors bind on the client and never prepare. A pooler in front of PostgreSQL
+# must then keep prepared statements per client (PgBouncer >= 1.21 max_prepared_statements,
+# or session pooling): docs/runbook.md.
+DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 2
 if os.environ.get("EVENT_TEST_ADMIN_URL"):
     # Tests may point at another PostgreSQL server; pytest-django creates test_<name> there.
     _admin = env.db_url("EVENT_TEST_ADMIN_URL")
@@ -215,6 +222,22 @@ EVENT_LEAD_SINK = env.str("EVENT_LEAD_SINK")
 EVENT_SMS_GATEWAY_URL = env.str("EVENT_SMS_GATEWAY_URL")
 EVENT_SMS_GATEWAY_TOKEN = env.str("EVENT_SMS_GATEWAY_TOKEN")
 EVENT_PUBLIC_URL = env.str("EVENT_PUBLIC_URL")
+
+
+def _offer_hours() -> int:
+    """EVENT_WAITLIST_OFFER_HOURS (issue 18): how long a waiting-list offer holds its seat.
+    Added by the project, so it has a default (24); anything but a whole number of hours from
+    1 to 8760 (a year) stops start-up."""
+    raw = env.str("EVENT_WAITLIST_OFFER_HOURS", default="24").strip()
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 8760:
+        raise ImproperlyConfigured(
+            f"EVENT_WAITLIST_OFFER_HOURS must be a whole number of hours from 1 to 8760, "
+            f"not {raw!r}."
+        )
+    return int(raw)
+
+
+EVENT_WAITLIST_OFFER_HOURS = _offer_hours()
 
 # Per-client rate limits of the attendee surface (spec.md §7.5), not environment knobs:
 # scope → (requests, window in seconds). "intake": registration POSTs (page and API);

@@ -2,9 +2,9 @@
 
 config/gunicorn.py sets `logger_class = "events.access_log.TokenMaskingLogger"`: every atom
 of the access line (path, request line, referer, headers, environ) has the token of
-/my-tickets/<token>/ and /ics/<token>.ics replaced by a fixed mask, and its control characters
-escaped (a CR/LF decoded from a path cannot forge a second line). settings.LOGGING puts
-`TokenMaskingFilter` on Django's request loggers (an unexpected 500 logs
+/my-tickets/<token>/, /ics/<token>.ics and /waitlist/offer/<token>/ replaced by a fixed mask,
+and its control characters escaped (a CR/LF decoded from a path cannot forge a second line).
+settings.LOGGING puts `TokenMaskingFilter` on Django's request loggers (an unexpected 500 logs
 "Internal Server Error: <path>") and on the console handler: message, arguments and
 traceback text are masked the same way; config/celery.py puts the filter on Celery's own
 handlers (worker and beat).
@@ -18,9 +18,9 @@ from collections.abc import Mapping
 
 from gunicorn.glogging import Logger
 
-# Everything after /ics/ or /my-tickets/ up to the next "/", "?", "#", quote or " HTTP/"
-# (PATH_INFO is decoded: a mangled token may hold spaces).
-TOKEN_PATH = re.compile(r"/(my-tickets|ics)/(?:(?! HTTP/)[^/?#\"])+")
+# Everything after /ics/, /my-tickets/ or /waitlist/offer/ up to the next "/", "?", "#", quote
+# or " HTTP/" (PATH_INFO is decoded: a mangled token may hold spaces).
+TOKEN_PATH = re.compile(r"/(my-tickets|ics|waitlist/offer)/(?:(?! HTTP/)[^/?#\"])+")
 MASK = "***"
 
 

@@ -71,6 +71,16 @@ class Code(ErrorCode):
     PORT_NOT_WIRED = "port_not_wired", 503
     TEMPLATE_MISSING = "template_missing", 409
     INVALID_VALUE = "invalid_value", 400
+    # Self-service cancellation (docs/spec.md "Self-service cancellation (issue 18)"): why an
+    # attendee's own cancellation is refused (a bad or revoked link is `capability_refused`).
+    ALREADY_CANCELLED = "already_cancelled", 409
+    EVENT_CANCELLED = "event_cancelled", 409
+    EVENT_STARTED = "event_started", 409
+    REGISTRATION_SOLD = "registration_sold", 409
+    CANCEL_DEADLINE_PASSED = "cancel_deadline_passed", 409
+    # Waiting list (docs/spec.md "Waiting list (issue 18)"): a join refused because a seat of
+    # the pair can be had now (register instead).
+    SEATS_AVAILABLE = "seats_available", 409
     # Transport-level answers of the JSON API (docs/spec.md register): not domain refusals, but
     # they answer in the same pinned error shape.
     SERVICE_UNAVAILABLE = "service_unavailable", 503
@@ -141,3 +151,17 @@ class PortNotWired(DomainError):
 
 class TemplateMissing(DomainError):
     code = Code.TEMPLATE_MISSING
+
+
+class CancellationRefused(DomainError):
+    """An attendee may not cancel this registration themselves; `code` says why (one of the
+    self-service codes: already_cancelled, event_cancelled, event_started, registration_sold,
+    cancel_deadline_passed)."""
+
+    code = Code.CANCEL_DEADLINE_PASSED
+
+
+class SeatsAvailable(DomainError):
+    """A waiting-list join refused: the ticket / slot asked for is not sold out."""
+
+    code = Code.SEATS_AVAILABLE

@@ -87,6 +87,7 @@ class ActorType(models.TextChoices):
     SEAM = "seam", "Host seam"
     PUBLIC = "public", "Public"
     DESK = "desk", "Desk"
+    ATTENDEE = "attendee", "Attendee"
 
 
 # --- reference data -------------------------------------------------------------------------
@@ -139,6 +140,22 @@ class Tag(models.Model):
         return f"{self.category.name}: {self.name}" if self.category_id else self.name
 
 
+CANCEL_DEADLINE_HELP = (
+    "Attendees may cancel a free registration themselves (from their tickets page) until this "
+    "many hours before the start; empty = until the start."
+)
+CANCEL_DEADLINE_MAX = 8760  # a year: the deadline stays a date (start − hours never overflows)
+
+
+def cancel_deadline_bounded(prefix: str) -> models.CheckConstraint:
+    return models.CheckConstraint(
+        condition=Q(cancel_deadline_hours__isnull=True)
+        | Q(cancel_deadline_hours__lte=CANCEL_DEADLINE_MAX),
+        name=f"{prefix}_cancel_deadline_max",
+        violation_error_message=f"At most {CANCEL_DEADLINE_MAX} hours (a year).",
+    )
+
+
 class EventType(models.Model):
     name = models.CharField(max_length=255)
     sequence = models.IntegerField(default=10)
@@ -147,12 +164,16 @@ class EventType(models.Model):
     default_timezone = models.CharField(max_length=64, default="UTC")
     has_seats_limitation = models.BooleanField(default=False)
     seats_max = models.PositiveIntegerField(default=0, help_text="0 = unlimited.")
+    cancel_deadline_hours = models.PositiveIntegerField(
+        null=True, blank=True, help_text=CANCEL_DEADLINE_HELP
+    )
     tags = models.ManyToManyField(Tag, blank=True, related_name="event_types")
 
     class Meta:
         verbose_name = "event template"
         verbose_name_plural = "event templates"
         ordering = ("sequence", "name")
+        constraints = [cancel_deadline_bounded("event_type")]
 
     def __str__(self) -> str:
         return self.name
@@ -189,6 +210,9 @@ class Event(models.Model):
         "seats are limited.",
     )
     is_multi_slots = models.BooleanField(default=False)
+    cancel_deadline_hours = models.PositiveIntegerField(
+        null=True, blank=True, help_text=CANCEL_DEADLINE_HELP
+    )
     is_published = models.BooleanField(default=False)
     active = models.BooleanField(default=True)
     organizer = models.CharField(max_length=255, blank=True)
@@ -210,6 +234,7 @@ class Event(models.Model):
         ordering = ("date_begin", "id")
         constraints = [
             models.CheckConstraint(condition=Q(date_end__gt=F("date_begin")), name="event_dates"),
+            cancel_deadline_bounded("event"),
         ]
         indexes = [models.Index(fields=["is_published", "active", "date_end"])]
 
@@ -433,6 +458,9 @@ class SeatLedger(models.Model):
     ticket = models.ForeignKey(Ticket, null=True, blank=True, on_delete=models.CASCADE)
     reserved = models.IntegerField(default=0)
     used = models.IntegerField(default=0)
+    # Seats held for waiting-list offers not yet accepted (events.services.waitlist): taken for
+    # everyone else, turned into `reserved` when the offer is accepted.
+    held = models.IntegerField(default=0)
 
     class Meta:
         verbose_name = "seat ledger row"
@@ -444,12 +472,76 @@ class SeatLedger(models.Model):
                 nulls_distinct=False,
             ),
             models.CheckConstraint(
-                condition=Q(reserved__gte=0, used__gte=0), name="seat_ledger_positive"
+                condition=Q(reserved__gte=0, used__gte=0, held__gte=0),
+                name="seat_ledger_positive",
             ),
         ]
 
     def __str__(self) -> str:
         return f"ledger e{self.event_id} s{self.slot_id} t{self.ticket_id}"
+
+
+# --- the waiting list (issue 18; docs/spec.md "Waiting list") ---------------------------------
+
+
+class WaitlistState(models.TextChoices):
+    WAITING = "waiting", "Waiting"
+    OFFERED = "offered", "Offered"  # a seat is held for the entry until expires_at
+    ACCEPTED = "accepted", "Accepted"  # the offer became `registration`
+    EXPIRED = "expired", "Expired"  # the offer ran out; its seat went to the next entry
+    REMOVED = "removed", "Removed"  # taken off the list by staff
+
+
+class WaitlistEntry(models.Model):
+    """One person waiting for a seat of an event (of a ticket / slot when the event has them).
+
+    Entries are offered in joining order (`id`). An `offered` entry holds one seat in the seat
+    ledger (`SeatLedger.held`) until it is accepted or expires; `offer_version` is the version
+    its offer link carries (a new offer or a removal revokes older links)."""
+
+    event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="waitlist")
+    ticket = models.ForeignKey(
+        Ticket, null=True, blank=True, on_delete=models.PROTECT, related_name="waitlist"
+    )
+    slot = models.ForeignKey(
+        Slot, null=True, blank=True, on_delete=models.PROTECT, related_name="waitlist"
+    )
+    name = models.CharField(max_length=255)
+    email = models.CharField(max_length=254)
+    state = models.CharField(
+        max_length=16, choices=WaitlistState.choices, default=WaitlistState.WAITING
+    )
+    offered_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    offer_version = models.PositiveIntegerField(default=0)
+    registration = models.ForeignKey(
+        Registration, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "waiting list entry"
+        verbose_name_plural = "waiting list"
+        ordering = ("event", "id")
+        indexes = [models.Index(fields=["event", "state", "id"])]
+        constraints = [
+            # One live entry per person and (event, ticket, slot).
+            models.UniqueConstraint(
+                fields=["event", "ticket", "slot", "email"],
+                condition=Q(state__in=("waiting", "offered")),
+                name="waitlist_one_live_entry",
+                nulls_distinct=False,
+            ),
+            models.CheckConstraint(
+                condition=~Q(state="offered")
+                | Q(offered_at__isnull=False, expires_at__isnull=False),
+                name="waitlist_offer_has_window",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} <{self.email}> ({self.state})"
 
 
 # --- communication schedulers (spec.md §6) ---------------------------------------------------

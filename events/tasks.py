@@ -5,7 +5,7 @@ Services nudge these by their registered names (`events.services.nudge`), never 
 
 from celery import shared_task
 
-from events.services import delivery, exports, nudge, scheduler
+from events.services import delivery, exports, nudge, scheduler, waitlist
 from events.services import events as event_services
 
 
@@ -33,3 +33,17 @@ def build_exports_task() -> dict:
     """Build the queued attendee exports (beat every minute takes over a stalled one)."""
     nudge.started(key=exports.BUILD_KEY)
     return exports.build_exports().as_dict()
+
+
+@shared_task(name=waitlist.OFFER_TASK)
+def waitlist_offer_task(event_id: int) -> int:
+    """Offer an event's freed seats to its waiting list (nudged, per event, after commit)."""
+    nudge.started(key=f"{waitlist.OFFER_KEY}:{event_id}")
+    return len(waitlist.offer_freed_seats(event=event_id))
+
+
+@shared_task(name=waitlist.PASS_TASK)
+def waitlist_pass_task() -> dict:
+    """Beat, every minute: expire the offers whose window ended (their seats go to the next
+    entries), then offer free seats wherever someone waits (the net under lost nudges)."""
+    return {"expired": waitlist.expire_offers(), "offered": waitlist.offer_waiting()}

@@ -1,16 +1,24 @@
 from django.urls import path
 
-from events import views, views_api
+from events import views, views_api, views_waitlist
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("events/", views.event_list, name="event-list"),
     path("events/<int:event_id>/", views.event_detail, name="event-detail"),
+    path("events/<int:event_id>/waitlist", views_waitlist.join_page, name="waitlist-join"),
     path(
         "api/v1/events/<int:event_id>/registrations",
         views_api.intake_registrations,
         name="api-intake",
     ),
+    path(
+        "api/v1/events/<int:event_id>/waitlist",
+        views_waitlist.join_api,
+        name="api-waitlist",
+    ),
     path("my-tickets/<str:token>/", views.my_tickets, name="my-tickets"),
+    path("my-tickets/<str:token>/cancel", views.my_tickets_cancel, name="my-tickets-cancel"),
     path("ics/<str:token>.ics", views.ics, name="ics"),
+    path("waitlist/offer/<str:token>/", views_waitlist.offer, name="waitlist-offer"),
 ]

@@ -1,9 +1,10 @@
 """Thin views: each reads through selectors or calls a service, then renders.
 
-The token routes (/my-tickets/, /ics/) share one wrapper that applies the gates of spec.md
-§7.2 in order (secret → rate limit → capability), answers every refusal with one uniform body,
-sets `Cache-Control: private, no-store` and `Referrer-Policy: no-referrer`, and keeps the path
-(which holds the token) out of Django's request log. An unreachable rate limiter answers 503;
+The token routes (/my-tickets/, its /cancel confirm step, /ics/) share one wrapper that applies
+the gates of spec.md §7.2 in order (secret → rate limit → capability), answers every refusal
+with one uniform body, sets `Cache-Control: private, no-store` and `Referrer-Policy:
+no-referrer` (`same-origin` on the cancel step, whose form must post its origin), and keeps the
+path (which holds the token) out of Django's request log. An unreachable rate limiter answers 503;
 any other failure is a 500 whose log line has the token masked (access_log.TokenMaskingFilter).
 """
 
@@ -19,21 +20,25 @@ import segno
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods
 
-from events import health, intake_form, ratelimit, selectors
+from events import health, intake_form, ratelimit, selectors, waitlist_form
 from events.client import client_address
 from events.errors import (
     CapabilityRefused,
+    Code,
     DomainError,
     NotFound,
     RateLimited,
     SecretMissing,
+    ValidationFailed,
     http_status,
 )
 from events.models import Registration, RegistrationState
-from events.services import capability, intake, links, seats
+from events.services import capability, inputs, intake, links, seats, self_service
 from events.services import ics as ics_service
 
 logger = logging.getLogger("events.attendee")
@@ -108,17 +113,23 @@ def event_detail(request: HttpRequest, event_id: int) -> HttpResponse:
 
 
 def _event_page(request, event, *, now, posted=None, error=None, key=None) -> HttpResponse:
+    summaries = seats.ticket_summaries(event=event)
+    closed = selectors.closed_reason(event, now=now)
     form = intake_form.build(
         event=event,
         now=now,
-        summaries=seats.ticket_summaries(event=event),
-        closed=selectors.closed_reason(event, now=now),
+        summaries=summaries,
+        closed=closed,
         quantity=request.GET.get("quantity"),
         posted=posted,
         error=error,
         idempotency_key=key or secrets.token_urlsafe(18),
     )
-    return render(request, "events/event_detail.html", {"event": event, "form": form})
+    # Sold-out tickets / slots offer their waiting list (issue 18, events.views_waitlist).
+    waitlist = waitlist_form.build(event=event, now=now, summaries=summaries, closed=closed)
+    return render(
+        request, "events/event_detail.html", {"event": event, "form": form, "waitlist": waitlist}
+    )
 
 
 def _registered(request: HttpRequest, body: dict) -> HttpResponse:
@@ -148,7 +159,11 @@ def _registered(request: HttpRequest, body: dict) -> HttpResponse:
 # --- token routes ----------------------------------------------------------------------------
 
 
-def _token_route(not_found: Callable[[], HttpResponse]):
+def _token_route(not_found: Callable[[], HttpResponse], *, referrer_policy: str = "no-referrer"):
+    """`referrer_policy`: `no-referrer` on every token page but one: the cancel page's form
+    needs `same-origin`, or the browser posts `Origin: null` and CSRF refuses it (the token
+    still never leaves the site in a Referer)."""
+
     def decorate(view):
         @wraps(view)
         def wrapper(request: HttpRequest, token: str) -> HttpResponse:
@@ -185,6 +200,7 @@ def _token_route(not_found: Callable[[], HttpResponse]):
                 response = not_found()
             for header, value in TOKEN_HEADERS.items():
                 response[header] = value
+            response["Referrer-Policy"] = referrer_policy
             # Django's request logger prints the path, which holds the token: we logged above.
             response._has_been_logged = True
             return response
@@ -220,32 +236,163 @@ def _shown(claim: capability.Claim, registration: Registration | None) -> Regist
 @_token_route(_ics_not_found)
 def ics(request: HttpRequest, token: str) -> HttpResponse:
     claim = capability.read(purpose="ics", token=token)
+    # One statement reads the gates' columns and the calendar's (selectors.calendar_registration);
+    # the file then comes from the shared cache unless it changed (ics.calendar_file).
     registration = _shown(claim, selectors.calendar_registration(registration_id=claim.subject))
-    response = HttpResponse(
-        ics_service.calendar(registration=registration),
-        content_type="text/calendar; charset=utf-8",
-    )
-    response["Content-Disposition"] = (
-        f'attachment; filename="{ics_service.filename_for(registration)}"'
-    )
+    filename, body = ics_service.calendar_file(registration=registration)
+    response = HttpResponse(body, content_type="text/calendar; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
+
+
+def _tickets_rows(claim: capability.Claim) -> list[Registration]:
+    """The registrations a tickets page shows: the link's own (not a draft), or every
+    non-draft registration of the link's order."""
+    if claim.purpose == "tickets":
+        return [_shown(claim, selectors.ticket_registration(registration_id=claim.subject))]
+    rows = selectors.order_registrations(order_ref=capability.current_order(claim=claim))
+    if not rows:
+        raise CapabilityRefused("Invalid link.", reason="empty_order")
+    return rows
 
 
 @require_GET
 @_token_route(_tickets_not_found)
 def my_tickets(request: HttpRequest, token: str) -> HttpResponse:
-    claim = capability.read_any(purposes=("tickets", "order"), token=token)
-    if claim.purpose == "tickets":
-        rows = [_shown(claim, selectors.ticket_registration(registration_id=claim.subject))]
-    else:
-        rows = selectors.order_registrations(order_ref=capability.current_order(claim=claim))
-        if not rows:
-            raise CapabilityRefused("Invalid link.", reason="empty_order")
-    tickets = [_ticket_card(row) for row in rows]
+    claim = capability.read_any(purposes=self_service.PURPOSES, token=token)
+    rows = _tickets_rows(claim)
+    now = timezone.now()
+    cancel_path = reverse("my-tickets-cancel", kwargs={"token": token})
+    just_cancelled = inputs.as_id(request.GET.get("cancelled"))
+    tickets = []
+    for row in rows:
+        card = _ticket_card(row)
+        card.update(_cancel_offer(row, now=now, cancel_path=cancel_path))
+        card["just_cancelled"] = row.pk == just_cancelled and card["cancelled"]
+        tickets.append(card)
     return render(
         request,
         "events/my_tickets.html",
         {"tickets": tickets, "order": claim.purpose == "order"},
+    )
+
+
+# Refusals worth telling on the tickets page (the attendee can still act: ask the organiser);
+# the others (cancelled, attended, started) speak for themselves.
+CANCEL_NOTES = {Code.REGISTRATION_SOLD, Code.CANCEL_DEADLINE_PASSED}
+
+
+def _cancel_offer(registration: Registration, *, now, cancel_path: str) -> dict:
+    """What the tickets page offers for cancelling `registration` (self_service's policy)."""
+    refused = self_service.refusal(registration, now=now)
+    if refused is not None:
+        return {
+            "cancel_path": None,
+            "cancel_note": refused.message if refused.code in CANCEL_NOTES else "",
+        }
+    return {
+        "cancel_path": f"{cancel_path}?registration={registration.pk}",
+        "cancel_note": "",
+        "cancel_until": (
+            self_service.deadline(registration)
+            if registration.event.cancel_deadline_hours
+            else None
+        ),
+    }
+
+
+# The refusals a visitor is told as they are; any other failure (an unwired mail port, …)
+# gets a general message, its details logged.
+TOLD = {
+    Code.ALREADY_CANCELLED,
+    Code.EVENT_CANCELLED,
+    Code.EVENT_STARTED,
+    Code.REGISTRATION_SOLD,
+    Code.CANCEL_DEADLINE_PASSED,
+    Code.INVALID_TRANSITION,
+    Code.INVALID_VALUE,
+}
+NOT_NOW = "Your registration could not be cancelled just now. Please try again later."
+
+
+@csrf_exempt  # checked inside the token gates (csrf_protect below), so a refusal gets them too
+@require_http_methods(["GET", "POST"])
+@_token_route(_tickets_not_found, referrer_policy="same-origin")
+@csrf_protect
+def my_tickets_cancel(request: HttpRequest, token: str) -> HttpResponse:
+    """GET: the confirm step (what will be cancelled, one form per registration). POST (CSRF,
+    one `registration` id): `self_service.cancel_by_attendee`, then back to the tickets page."""
+    claim = capability.read_any(purposes=self_service.PURPOSES, token=token)
+    rows = {row.pk: row for row in _tickets_rows(claim)}
+    now = timezone.now()
+    tickets_path = reverse("my-tickets", kwargs={"token": token})
+    if request.method == "GET":
+        wanted = request.GET.getlist("registration")
+        chosen = _chosen(rows, wanted) if wanted else list(rows.values())
+        return _confirm_page(request, token, chosen, now=now)
+    wanted = request.POST.getlist("registration")
+    if len(wanted) != 1:
+        error = ValidationFailed(
+            "Choose one registration to cancel.", code=Code.INVALID_VALUE, field="registration"
+        )
+        response = _confirm_page(request, token, list(rows.values()), now=now, error=error)
+        response.status_code = http_status(error.code)
+        return response
+    (target,) = _chosen(rows, wanted)
+    try:
+        result = self_service.cancel_by_attendee(token=token, registration_id=target.pk, now=now)
+    except (CapabilityRefused, SecretMissing):
+        raise  # the token gates' answers (the uniform 404, 503)
+    except DomainError as error:
+        if error.code not in TOLD:
+            logger.error("my_tickets_cancel: refused with %s", error)
+        # As committed now (a concurrent cancel may have changed it since it was read).
+        fresh = selectors.ticket_registration(registration_id=target.pk) or target
+        response = _confirm_page(request, token, [fresh], now=now, error=error)
+        response.status_code = http_status(error.code)
+        return response
+    response = redirect(f"{tickets_path}?cancelled={result.registration.pk}")
+    response.status_code = 303
+    return response
+
+
+def _chosen(rows: dict[int, Registration], wanted: list[str]) -> list[Registration]:
+    """The registrations named by `wanted` ids, each one the link shows (else the uniform 404)."""
+    chosen = []
+    for raw in wanted:
+        row = rows.get(inputs.as_id(raw) or 0)
+        if row is None:
+            raise CapabilityRefused("Invalid link.", reason="other_registration")
+        if row not in chosen:
+            chosen.append(row)
+    return chosen
+
+
+def _confirm_page(request, token: str, chosen: list[Registration], *, now, error=None):
+    cancel_path = reverse("my-tickets-cancel", kwargs={"token": token})
+    message = ""
+    if error is not None:
+        message = error.message if error.code in TOLD else NOT_NOW
+    items = []
+    for row in chosen:
+        card = _ticket_card(row)
+        refused = self_service.refusal(row, now=now)
+        card["can_cancel"] = refused is None
+        # Said once: in the alert when it is what the POST was refused for.
+        card["refusal"] = "" if refused is None or refused.message == message else refused.message
+        card["cancel_until"] = (
+            self_service.deadline(row) if row.event.cancel_deadline_hours else None
+        )
+        items.append(card)
+    return render(
+        request,
+        "events/my_tickets_cancel.html",
+        {
+            "tickets": items,
+            "cancel_path": cancel_path,
+            "tickets_path": reverse("my-tickets", kwargs={"token": token}),
+            "error": message,
+        },
     )
 
 

@@ -16,8 +16,10 @@ traceback; the message says nothing of the cause).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+from collections.abc import Callable
 
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
@@ -86,49 +88,63 @@ def _json_body(request: HttpRequest):
         return _NotJson()
 
 
-@csrf_exempt
+def json_post(*, what: str, api: str, limiter_message: str):
+    """The envelope of a public JSON POST route (`view(request, event_id)`), every answer JSON:
+    405 for another method ("Only POST <what>."), 415 unless the body is declared JSON, 413
+    when it is too large, 503 + `Retry-After` when the rate limiter's Redis or the database
+    does not answer (`limiter_message`; `api` names the route in the log), 500
+    `server_error` (logged) for anything unexpected. CSRF-exempt: see the module docstring."""
+
+    def decorate(handler: Callable[[HttpRequest, int], JsonResponse]):
+        @csrf_exempt
+        @functools.wraps(handler)
+        def view(request: HttpRequest, event_id: int) -> JsonResponse:
+            if request.method != "POST":
+                response = transport_error(Code.METHOD_NOT_ALLOWED, f"Only POST {what}.")
+                response["Allow"] = "POST"
+                return response
+            if request.content_type != JSON_TYPE:
+                return transport_error(
+                    Code.UNSUPPORTED_MEDIA_TYPE,
+                    "The body must be sent as application/json.",
+                    content_type=JSON_TYPE,
+                )
+            try:
+                return handler(request, event_id)
+            except RequestDataTooBig:
+                return transport_error(Code.PAYLOAD_TOO_LARGE, "The body is too large.")
+            except DomainError as error:
+                return error_response(error)
+            except ratelimit.LimiterUnavailable as error:
+                logger.error("%s: rate limiter unavailable (%s): answering 503", api, error)
+                response = transport_error(Code.SERVICE_UNAVAILABLE, limiter_message)
+                response["Retry-After"] = str(RETRY_AFTER_UNAVAILABLE)
+                return response
+            except DATABASE_UNAVAILABLE as error:
+                return database_unavailable(error, api=f"{api} (event {event_id})")
+            except Exception:
+                # The last resort: these APIs answer JSON even for their own faults.
+                logger.exception("%s: unexpected error (event %s)", api, event_id)
+                return transport_error(Code.SERVER_ERROR, "Something went wrong on our side.")
+
+        return view
+
+    return decorate
+
+
+@json_post(
+    what="registers attendees",
+    api="intake API",
+    limiter_message="Registration is temporarily unavailable; try again soon.",
+)
 def intake_registrations(request: HttpRequest, event_id: int) -> JsonResponse:
-    if request.method != "POST":
-        response = transport_error(Code.METHOD_NOT_ALLOWED, "Only POST registers attendees.")
-        response["Allow"] = "POST"
-        return response
-    try:
-        return _intake(request, event_id)
-    except DATABASE_UNAVAILABLE as error:
-        return database_unavailable(error, api=f"intake API (event {event_id})")
-    except Exception:
-        # The last resort: this API answers JSON even for its own faults.
-        logger.exception("intake API: unexpected error (event %s)", event_id)
-        return transport_error(Code.SERVER_ERROR, "Something went wrong on our side.")
-
-
-def _intake(request: HttpRequest, event_id: int) -> JsonResponse:
-    if request.content_type != JSON_TYPE:
-        return transport_error(
-            Code.UNSUPPORTED_MEDIA_TYPE,
-            "The body must be sent as application/json.",
-            content_type=JSON_TYPE,
-        )
-    try:
-        payload = _json_body(request)
-    except RequestDataTooBig:
-        return transport_error(Code.PAYLOAD_TOO_LARGE, "The body is too large.")
-    try:
-        result = intake.submit(
-            event_id=event_id,
-            payload=payload,
-            client=client_address(request),
-            idempotency_key=request.headers.get("Idempotency-Key"),
-        )
-    except DomainError as error:
-        return error_response(error)
-    except ratelimit.LimiterUnavailable as error:
-        logger.error("intake API: rate limiter unavailable (%s): answering 503", error)
-        response = transport_error(
-            Code.SERVICE_UNAVAILABLE, "Registration is temporarily unavailable; try again soon."
-        )
-        response["Retry-After"] = str(RETRY_AFTER_UNAVAILABLE)
-        return response
+    payload = _json_body(request)
+    result = intake.submit(
+        event_id=event_id,
+        payload=payload,
+        client=client_address(request),
+        idempotency_key=request.headers.get("Idempotency-Key"),
+    )
     # Sorted keys: a replay (read back from jsonb, which reorders keys) is byte-identical.
     response = JsonResponse(
         result.body, status=result.status, json_dumps_params={"sort_keys": True}

@@ -11,4 +11,5 @@ from events.admin import (  # noqa: F401 — each module registers its ModelAdmi
     reference,
     registrations,
     templates,
+    waitlist,
 )

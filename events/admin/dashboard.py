@@ -183,6 +183,7 @@ def dashboard_view(modeladmin: admin.ModelAdmin, request, object_id: str):
         "can_change": modeladmin.has_change_permission(request, event),
         "can_export": exports.can_export(request),
         "states": figures.state_counts(event=event),
+        "waitlist": figures.waitlist_figures(event=event),
         "seat": seat,
         "seat_ticket_svg": seat_chart("Seats per ticket", seat.per_ticket)
         if seat.per_ticket

@@ -174,7 +174,18 @@ class EventAdmin(ServiceAdmin):
     ]
     fieldsets = (
         (None, {"fields": ("name", "event_type", "stage", "kanban_state", "is_published", "tags")}),
-        ("When", {"fields": ("date_begin", "date_end", "date_tz", "is_multi_slots")}),
+        (
+            "When",
+            {
+                "fields": (
+                    "date_begin",
+                    "date_end",
+                    "date_tz",
+                    "is_multi_slots",
+                    "cancel_deadline_hours",
+                )
+            },
+        ),
         ("Seats", {"fields": ("seats_limited", "seats_max", "seat_summary")}),
         ("Where", {"fields": ("venue", "address", "country", "organizer")}),
         ("Texts", {"fields": ("description", "ticket_instructions", "note", "lang", "currency")}),

@@ -42,6 +42,7 @@ register_admin_section(
             "registration": "Attendees",
             "registrationanswer": "Attendees",
             "seatledger": "Attendees",
+            "waitlistentry": "Attendees",
             "intakeidempotency": "Host integration",
             "linkedproduct": "Host integration",
             "mail": "Communication",

@@ -8,6 +8,8 @@ Invariants:
   the highest `token_version` among all the order's registrations (archived ones too, so
   archiving never lowers it); `revoke_links` raises the registration's version above that
   highest one, so every link of that registration, its order's links included, stops opening;
+- an `offer` token names a waiting-list entry and carries its `offer_version` (raised by every
+  new offer and by a removal), so only the entry's current offer opens (`current_offer`);
 - fail-closed: with the secret missing or shorter than 32 characters, mint and verify raise
   `SecretMissing`; every bad token raises the one `CapabilityRefused` (its `reason` is for the
   log, never for the client, and never carries the token).
@@ -26,10 +28,12 @@ from django.db import transaction
 from django.db.models import Count, F, Max, Q
 
 from events.errors import CapabilityRefused, SecretMissing
-from events.models import Registration
+from events.models import Registration, WaitlistEntry, WaitlistState
 from events.services import audit, locks
 
-PURPOSES = ("tickets", "order", "ics")
+# Links of a registration (or its order); `offer`: a waiting-list offer (issue 18).
+REGISTRATION_PURPOSES = ("tickets", "order", "ics")
+PURPOSES = (*REGISTRATION_PURPOSES, "offer")
 MIN_SECRET_LENGTH = 32
 # The payload format; a future format gets a new number and verify keeps reading the old one.
 FORMAT = 1
@@ -65,15 +69,25 @@ def _order_version(order_ref: str) -> int | None:
     return row["v"] if row["live"] else None
 
 
-def mint(*, purpose: str, subject: Registration | int | str) -> str:
-    """A token for a registration (tickets, ics) or an order ref (order)."""
+def mint(*, purpose: str, subject: Registration | WaitlistEntry | int | str) -> str:
+    """A token for a registration (tickets, ics), an order ref (order) or a waiting-list entry's
+    current offer (offer)."""
     signer = _signer(purpose)
+    if purpose == "offer":
+        entry = (
+            subject
+            if isinstance(subject, WaitlistEntry)
+            else WaitlistEntry.objects.only("pk", "offer_version").get(pk=int(subject))  # type: ignore[arg-type]
+        )
+        return signer.sign_object({"f": FORMAT, "s": entry.pk, "v": entry.offer_version})
     if purpose == "order":
         order_ref = str(subject)
         version = _order_version(order_ref)
         if version is None:
             raise CapabilityRefused("No such order.", reason="unknown_order")
         return signer.sign_object({"f": FORMAT, "s": order_ref, "v": version})
+    if isinstance(subject, WaitlistEntry):
+        raise TypeError(f"a {purpose} token names a registration, not a waiting-list entry")
     registration = (
         subject
         if isinstance(subject, Registration)
@@ -149,6 +163,19 @@ def current(*, claim: Claim, registration: Registration | None) -> Registration:
     return registration
 
 
+def current_offer(*, claim: Claim, entry: WaitlistEntry | None) -> WaitlistEntry:
+    """The waiting-list entry an `offer` claim names, loaded by the caller, if the claim is its
+    current offer (same `offer_version`) and the entry is offered or accepted: an accepted
+    offer's link still names it (the accept is answered again), any other state is dead."""
+    if entry is None or entry.pk != claim.subject:
+        raise CapabilityRefused("Invalid link.", reason="unknown_entry")
+    if entry.offer_version != claim.version:
+        raise CapabilityRefused("Invalid link.", reason="stale_version")
+    if entry.state not in (WaitlistState.OFFERED, WaitlistState.ACCEPTED):
+        raise CapabilityRefused("Invalid link.", reason=f"{entry.state}_entry")
+    return entry
+
+
 def current_order(*, claim: Claim) -> str:
     """The order ref of an `order` claim if no registration of the order had its links revoked
     since the token was minted (one aggregate query)."""
@@ -162,7 +189,8 @@ def current_order(*, claim: Claim) -> str:
 
 
 def verify(*, purpose: str, token: str) -> int | str:
-    """The subject (registration id, or order ref) of a valid, current token.
+    """The subject (registration id, order ref, or waiting-list entry id) of a valid, current
+    token.
 
     Raises CapabilityRefused for a malformed or forged token, a token of another purpose, a
     stale version, or an unknown or archived registration (an order without active ones).
@@ -170,6 +198,13 @@ def verify(*, purpose: str, token: str) -> int | str:
     claim = read(purpose=purpose, token=token)
     if purpose == "order":
         return current_order(claim=claim)
+    if purpose == "offer":
+        entry = (
+            WaitlistEntry.objects.filter(pk=claim.subject)
+            .only("pk", "state", "offer_version")
+            .first()
+        )
+        return current_offer(claim=claim, entry=entry).pk
     registration = (
         Registration.objects.filter(pk=claim.subject).only("pk", "active", "token_version").first()
     )

@@ -27,6 +27,8 @@ from events.models import (
     OutboxState,
     Registration,
     RegistrationState,
+    WaitlistEntry,
+    WaitlistState,
 )
 from events.services import seats
 
@@ -207,3 +209,18 @@ def failed_mails(*, event: Event) -> int:
         .filter(Q(registration__event_id=event.pk) | Q(scheduler__event_id=event.pk))
         .count()
     )
+
+
+@dataclass(frozen=True)
+class WaitlistFigures:
+    waiting: int  # the waiting list's length: entries waiting for an offer
+    offered: int  # open offers: entries holding a seat until they accept or the offer expires
+
+
+def waitlist_figures(*, event: Event) -> WaitlistFigures:
+    """The event's waiting list in one aggregate query (issue 18)."""
+    counts = WaitlistEntry.objects.filter(event=event).aggregate(
+        waiting=Count("id", filter=Q(state=WaitlistState.WAITING)),
+        offered=Count("id", filter=Q(state=WaitlistState.OFFERED)),
+    )
+    return WaitlistFigures(counts["waiting"], counts["offered"])

@@ -18,6 +18,7 @@ from django.db import transaction
 from events.errors import ValidationFailed
 from events.models import EventType, Tag, TypeMail
 from events.services import audit
+from events.services.events import check_cancel_deadline_hours
 from events.services.reference import apply_fields, check_fields, jsonable
 
 EVENT_TYPE_FIELDS = frozenset(
@@ -29,6 +30,7 @@ EVENT_TYPE_FIELDS = frozenset(
         "default_timezone",
         "has_seats_limitation",
         "seats_max",
+        "cancel_deadline_hours",
     }
 )
 TYPE_MAIL_FIELDS = frozenset(
@@ -62,6 +64,7 @@ def _check_tz(fields: dict[str, Any]) -> None:
 def create_event_type(*, actor: Any, tags: Iterable[Tag] = (), **fields: Any) -> EventType:
     check_fields(fields, EVENT_TYPE_FIELDS)
     _check_tz(fields)
+    check_cancel_deadline_hours(fields.get("cancel_deadline_hours"))
     tags = list(tags)
     with transaction.atomic():
         event_type = EventType(**fields)
@@ -86,6 +89,7 @@ def update_event_type(
     """Change the type's fields and (when given) its tags; one audit row naming both."""
     check_fields(fields, EVENT_TYPE_FIELDS)
     _check_tz(fields)
+    check_cancel_deadline_hours(fields.get("cancel_deadline_hours"))
     with transaction.atomic():
         locked = lock_event_type(event_type.pk)
         changes = apply_fields(locked, fields)

@@ -22,6 +22,7 @@ from django.utils import timezone
 from events import hooks
 from events.errors import RegistrationsClosed, ValidationFailed
 from events.models import (
+    CANCEL_DEADLINE_MAX,
     Event,
     EventType,
     KanbanState,
@@ -33,7 +34,7 @@ from events.models import (
     Stage,
     Ticket,
 )
-from events.services import audit, locks, scheduler, seats
+from events.services import audit, locks, scheduler, seats, waitlist
 from events.services.scheduler import dates
 
 EDITABLE = {
@@ -46,6 +47,7 @@ EDITABLE = {
     "seats_limited",
     "seats_max",
     "is_multi_slots",
+    "cancel_deadline_hours",
     "active",
     "organizer",
     "venue",
@@ -69,6 +71,19 @@ def _check_tz(name: str) -> str:
             f"{name!r} is not a time zone.", code="invalid_value", field="date_tz"
         ) from None
     return name
+
+
+def check_cancel_deadline_hours(value: Any) -> None:
+    """An event's or event type's `cancel_deadline_hours`: empty, or 0 to a year of hours."""
+    if value is None:
+        return
+    in_range = isinstance(value, int) and 0 <= value <= CANCEL_DEADLINE_MAX
+    if isinstance(value, bool) or not in_range:
+        raise ValidationFailed(
+            f"The cancellation deadline is a number of hours from 0 to {CANCEL_DEADLINE_MAX}.",
+            code="invalid_value",
+            field="cancel_deadline_hours",
+        )
 
 
 def _check_dates(begin: datetime, end: datetime) -> None:
@@ -118,6 +133,7 @@ def create_event(
                 date_tz=event_type.default_timezone or date_tz,
                 note=event_type.note,
                 ticket_instructions=event_type.ticket_instructions,
+                cancel_deadline_hours=event_type.cancel_deadline_hours,
             )
             if date_tz != "UTC":
                 values["date_tz"] = date_tz
@@ -125,6 +141,7 @@ def create_event(
             values["date_tz"] = date_tz
         values.update(fields)
         _check_tz(values["date_tz"])
+        check_cancel_deadline_hours(values.get("cancel_deadline_hours"))
         values.setdefault("stage", first_stage())
         event = Event.objects.create(
             name=name.strip(),
@@ -224,6 +241,8 @@ def update_event(*, event: Event, actor: Any, **fields: Any) -> Event:
             _check_seat_limit(event)
         if "date_tz" in changes:
             _check_tz(event.date_tz)
+        if "cancel_deadline_hours" in changes:
+            check_cancel_deadline_hours(event.cancel_deadline_hours)
         if DATE_FIELDS & set(changes):
             _check_dates(event.date_begin, event.date_end)
         # Slot hours are in the event's time zone: a new zone moves every slot in UTC.
@@ -241,6 +260,8 @@ def update_event(*, event: Event, actor: Any, **fields: Any) -> Event:
         audit.record(actor=actor, verb="event.updated", event=event, data=changes)
         if times_changed:
             scheduler.reschedule(event=event)
+        if {"seats_limited", "seats_max"} & set(changes):
+            waitlist.seats_freed(event)  # a raised limit: nudge the waiting list after commit
     return event
 
 

@@ -4,6 +4,8 @@ Invariants:
 - the checks run in the contract's order and the first failure answers: unknown/unpublished
   event, rate limit, closed registrations, ticket, slot, sale window, priced ticket, quantity,
   attendees, questions, seats; every refusal is a typed DomainError and writes nothing;
+- everything the checks before the lock read (the event and its stage, tickets, slots,
+  questions, choices) is one statement (`_read`), the request's first, before the rate limit;
 - the input's shape (ids, text that fits its column and PostgreSQL, answers, quantity) is
   checked before the lock, by the rules' one owners (`inputs`, `registrations.check_pair`,
   `registrations.clean_answers`); what can change meanwhile — cancellation, a `pipe_end`
@@ -23,9 +25,10 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from functools import cache
+from typing import Any, TypeVar
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 from events import ratelimit, selectors
@@ -39,9 +42,10 @@ from events.models import (
     QuestionType,
     Registration,
     Slot,
+    Stage,
     Ticket,
 )
-from events.services import audit, inputs, links, registrations
+from events.services import audit, inputs, links, pipeline, registrations
 from events.services.contacts import is_valid_email
 from events.services.dberrors import violated_constraint
 
@@ -56,6 +60,7 @@ CONTACT_QUESTIONS: dict[str, str] = {
 }
 UTM_FIELDS = inputs.UTM_FIELDS
 PUBLIC = audit.Actor(ActorType.PUBLIC, label="public intake")
+M = TypeVar("M", bound=models.Model)
 
 
 @dataclass(frozen=True)
@@ -144,17 +149,32 @@ class _KeyTaken(Exception):
     """The Idempotency-Key row was inserted by a concurrent request (this one rolls back)."""
 
 
+@cache
+def _replay_sql() -> str:
+    # Plain SQL (the ORM's .first() compiles anew on every call), prepared once per connection
+    # (pipeline.cursor); the name from model meta.
+    table = connection.ops.quote_name(IntakeIdempotency._meta.db_table)
+    return f"""
+        SELECT fingerprint, status_code, response FROM {table} WHERE event_id = %s AND key = %s
+    """  # noqa: S608
+
+
 def _replay(event: Event, key: str, payload: Any) -> IntakeResult | None:
-    previous = IntakeIdempotency.objects.filter(event_id=event.pk, key=key).first()
+    with pipeline.cursor() as cursor:
+        cursor.execute(_replay_sql(), [event.pk, key])
+        previous = cursor.fetchone()
     if previous is None:
         return None
-    if previous.fingerprint != fingerprint(payload):
+    stored_fingerprint, status_code, response = previous
+    if stored_fingerprint != fingerprint(payload):
         raise ValidationFailed(
             "This Idempotency-Key was used for another request.",
             code="invalid_value",
             field="Idempotency-Key",
         )
-    return IntakeResult(previous.status_code, previous.response, replayed=True)
+    # Django has psycopg hand jsonb over as text (JSONField parses it): so does this read.
+    body = json.loads(response) if isinstance(response, str) else response
+    return IntakeResult(status_code, body, replayed=True)
 
 
 def _register(event: Event, payload: Mapping[str, Any], key: str | None, now) -> IntakeResult:
@@ -228,22 +248,72 @@ def _body(event: Event, rows: list[Registration]) -> dict[str, Any]:
     }
 
 
-# The first read of every intake: the public event with its stage's pipe_end, in one statement
-# (the ORM's select_related costs more CPU here than the booking's own statements).
-_EVENT_SQL = """
-    SELECT e.*, s.pipe_end AS stage_pipe_end
-      FROM events_event e JOIN events_stage s ON s.id = e.stage_id
-     WHERE e.id = %s AND e.is_published AND e.active
-"""
+# The first read of every intake, in ONE statement (issue 17, bench B2): the event with its
+# stage's pipe_end, and what the checks before the lock read — its tickets, its slots (multi-slot
+# events), its active questions in display order and the choice ids of its choice questions —
+# each set as a JSON array of rows in the model's field order. It replaces four statements, and
+# Model.from_db replaces raw(), which spent more CPU building these rows than PostgreSQL spends
+# running the statement; a server-binding cursor (pipeline.cursor) has PostgreSQL plan it once
+# per connection, not on every request. The row is read whatever the event's state;
+# `_public_event` answers None (404) for an unpublished or archived event, before the rate
+# limit, as always.
 
 
-def _public_event(event_id: int) -> Event | None:
-    return next(iter(Event.objects.raw(_EVENT_SQL, [event_id])), None)
+@cache
+def _fields(model: type[models.Model]) -> tuple[models.Field, ...]:
+    return tuple(model._meta.concrete_fields)
+
+
+@cache
+def _from_db(model: type[models.Model]) -> tuple[tuple[int, Any], ...]:
+    """(index, from_db_value) of the fields that convert what psycopg returns (JSONField)."""
+    return tuple(
+        (index, f.from_db_value)
+        for index, f in enumerate(_fields(model))
+        if hasattr(f, "from_db_value")
+    )
+
+
+def _json_row(model: type[models.Model], alias: str) -> str:
+    # Decimals as text: a JSON number would reach Python as a float.
+    return "json_build_array({})".format(
+        ", ".join(
+            f"{alias}.{connection.ops.quote_name(f.column)}"
+            + ("::text" if isinstance(f, models.DecimalField) else "")
+            for f in _fields(model)
+        )
+    )
+
+
+@cache
+def _intake_sql() -> str:
+    quote = connection.ops.quote_name
+    event, stage, ticket, slot, question, choice = (
+        quote(m._meta.db_table) for m in (Event, Stage, Ticket, Slot, Question, QuestionChoice)
+    )
+    event_columns = ", ".join(f"e.{quote(f.column)}" for f in _fields(Event))
+    # Built from constants (table and column names from model meta); values are parameters.
+    return f"""
+        SELECT {event_columns}, s.pipe_end,
+               (SELECT json_agg({_json_row(Ticket, "t")} ORDER BY t.id)
+                  FROM {ticket} t WHERE t.event_id = e.id)::text,
+               CASE WHEN e.is_multi_slots THEN
+                   (SELECT json_agg({_json_row(Slot, "sl")} ORDER BY sl.id)
+                      FROM {slot} sl WHERE sl.event_id = e.id)
+               END::text,
+               (SELECT json_agg({_json_row(Question, "q")} ORDER BY q.sequence, q.id)
+                  FROM {question} q WHERE q.event_id = e.id AND q.active)::text,
+               (SELECT json_agg(json_build_array(c.question_id, c.id) ORDER BY c.id)
+                  FROM {choice} c JOIN {question} q ON q.id = c.question_id
+                 WHERE q.event_id = e.id AND q.active AND q.question_type = %s)::text
+          FROM {event} e JOIN {stage} s ON s.id = e.stage_id
+         WHERE e.id = %s
+    """  # noqa: S608
 
 
 @dataclass
 class _Loaded:
-    """What the checks read, in a fixed handful of queries."""
+    """What the checks read (`_read`: one statement)."""
 
     tickets: dict[int, Ticket]
     slots: dict[int, Slot]
@@ -251,31 +321,78 @@ class _Loaded:
     choices: dict[int, set[int]]
 
 
-# Plain statements on the hot path (the ORM compiles each query anew on every request).
-_TICKETS_SQL = "SELECT * FROM events_ticket WHERE event_id = %s"
-_SLOTS_SQL = "SELECT * FROM events_slot WHERE event_id = %s"
-_QUESTIONS_SQL = (
-    "SELECT * FROM events_question WHERE event_id = %s AND active ORDER BY sequence, id"
-)
+_LOADED = "_intake_loaded"  # where _public_event leaves the event's _Loaded for _load
+
+
+def _instances(model: type[M], text: str | None) -> list[M]:
+    """Instances from a JSON array of rows in field order (each value through its field's
+    to_python, as a form would: ISO dates, decimal text)."""
+    fields = _fields(model)
+    names = [f.attname for f in fields]
+    return [
+        model.from_db(
+            connection.alias, names, [f.to_python(v) for f, v in zip(fields, row, strict=True)]
+        )
+        for row in json.loads(text or "[]")
+    ]
+
+
+def _read(event_id: int) -> tuple[Event, _Loaded] | None:
+    """The event (any state; `stage_pipe_end` set) and what its checks read, or None."""
+    # The request's first statement: test a kept connection first (CONN_HEALTH_CHECKS), as
+    # Django's own cursor() does and pipeline.cursor() does not, so a connection dropped since
+    # the last request (a failover, a restart) is replaced instead of answering 503.
+    connection.close_if_health_check_failed()
+    with pipeline.cursor() as cursor:
+        cursor.execute(_intake_sql(), [QuestionType.SIMPLE_CHOICE.value, event_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    fields = _fields(Event)
+    width = len(fields)
+    values = list(row[:width])
+    for index, convert in _from_db(Event):
+        values[index] = convert(values[index], None, connection)
+    event = Event.from_db(connection.alias, [f.attname for f in fields], values)
+    pipe_end, tickets, slots, questions, choice_pairs = row[width:]
+    event.stage_pipe_end = pipe_end
+    loaded_questions = _instances(Question, questions)
+    choices: dict[int, set[int]] = {
+        q.pk: set() for q in loaded_questions if q.question_type == QuestionType.SIMPLE_CHOICE
+    }
+    for question_id, choice_id in json.loads(choice_pairs or "[]"):
+        choices[question_id].add(choice_id)
+    loaded = _Loaded(
+        tickets={t.pk: t for t in _instances(Ticket, tickets)},
+        slots={s.pk: s for s in _instances(Slot, slots)},
+        questions=loaded_questions,
+        choices=choices,
+    )
+    return event, loaded
+
+
+def _public_event(event_id: int) -> Event | None:
+    """The published, active event (its checks' reads kept for `_load`), or None."""
+    read = _read(event_id)
+    if read is None:
+        return None
+    event, loaded = read
+    if not (event.is_published and event.active):
+        return None
+    vars(event)[_LOADED] = loaded
+    return event
 
 
 def _load(event: Event) -> _Loaded:
-    """Tickets, slots (multi-slot events only), active questions and their choices (only when
-    a question is a choice)."""
-    tickets = {t.pk: t for t in Ticket.objects.raw(_TICKETS_SQL, [event.pk])}
-    slots = (
-        {s.pk: s for s in Slot.objects.raw(_SLOTS_SQL, [event.pk])} if event.is_multi_slots else {}
-    )
-    questions = list(Question.objects.raw(_QUESTIONS_SQL, [event.pk]))
-    choices: dict[int, set[int]] = {
-        q.pk: set() for q in questions if q.question_type == QuestionType.SIMPLE_CHOICE
-    }
-    if choices:
-        for question_id, choice_id in QuestionChoice.objects.filter(
-            question_id__in=list(choices)
-        ).values_list("question_id", "id"):
-            choices[question_id].add(choice_id)
-    return _Loaded(tickets, slots, questions, choices)
+    """Tickets, slots (multi-slot events only), active questions and the choice ids of each
+    choice question: those `_public_event` read with the event, else read now."""
+    loaded = vars(event).pop(_LOADED, None)
+    if loaded is not None:
+        return loaded
+    read = _read(event.pk)
+    if read is None:
+        raise NotFound("No such event.")
+    return read[1]
 
 
 def _pick(rows: Mapping[int, Any], raw: Any) -> Any:
@@ -286,18 +403,12 @@ def _pick(rows: Mapping[int, Any], raw: Any) -> Any:
     return registrations.UNKNOWN if row is None else row
 
 
-_STAGE_SQL = "SELECT pipe_end FROM events_stage WHERE id = %s"
-
-
 def _recheck(locked: Event, ticket: Ticket | None, now: datetime) -> None:
     """Closed reason and sale window again, from rows read after the Event lock was taken.
 
-    The locked row carries kanban_state and date_end as committed; `ticket` was read again by
-    register() under the lock, and the stage is read here (READ COMMITTED: each statement sees
-    what is committed)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_STAGE_SQL, [locked.stage_id])
-        (locked.stage_pipe_end,) = cursor.fetchone()
+    The locked row carries kanban_state and date_end as committed, and its stage's pipe_end
+    (`stage_pipe_end`); `ticket` was read again by register() under the lock (READ
+    COMMITTED: each of those statements sees what is committed once the lock is granted)."""
     reason = closed_reason(event=locked, now=now)
     if reason is not None:
         raise RegistrationsClosed(f"Registrations are closed ({reason}).", reason=reason)

@@ -7,8 +7,11 @@ seat decision of an event (spec.md §3 rule 2).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
 
-from events.models import Event, Mail, Question, Registration, Ticket
+from events.models import Event, Mail, Question, QuestionChoice, Registration, Stage, Ticket
+from events.services import pipeline, rows
 
 
 def lock_events(event_ids: Iterable[int]) -> dict[int, Event]:
@@ -21,42 +24,92 @@ def lock_event(event_id: int) -> Event:
     return Event.objects.select_for_update(of=("self",)).get(pk=event_id)
 
 
-# Raw SQL in this one place: the ORM spends more time compiling this statement (two EXISTS
-# annotations on a FOR UPDATE OF query) than PostgreSQL spends running it, and it runs once
-# per booking (bench B1). It returns ordinary Event instances.
-_EVENT, _TICKET, _QUESTION, _MAIL = (m._meta.db_table for m in (Event, Ticket, Question, Mail))
-_BOOKING_LOCK_SQL = f"""
-    SELECT e.*,
-           EXISTS (SELECT 1 FROM {_TICKET} t WHERE t.event_id = e.id) AS has_tickets,
-           EXISTS (SELECT 1 FROM {_QUESTION} q WHERE q.event_id = e.id AND q.active)
-               AS has_questions,
-           EXISTS (SELECT 1 FROM {_MAIL} m WHERE m.event_id = e.id
-                                              AND m.interval_type = 'after_sub')
-               AS has_after_sub
-      FROM {_EVENT} e
-     WHERE e.id = %s
-       FOR UPDATE OF e
-"""  # noqa: S608 — built from constants: table names from model meta; the id is a parameter
+# --- the booking's reads (registrations.register) --------------------------------------------
+#
+# One round trip, two statements: the Event row lock, then one statement that sees what was
+# committed up to the moment the lock was granted (READ COMMITTED takes a snapshot per
+# statement): the stage's pipe_end, whether the event has tickets, its active questions with
+# their choice ids and its after_sub schedulers (as JSON, usually empty), and n fresh
+# registration ids; plus the requested ticket when there is one. Plain SQL: the ORM spends
+# more CPU compiling these statements than PostgreSQL spends running them.
 
 
-def lock_event_for_booking(event_id: int) -> Event:
-    """lock_event, also telling (in the same statement) whether the event has tickets and
-    active questions, and after_sub schedulers (`has_tickets`, `has_questions`,
-    `has_after_sub`), so a booking spends no query on each.
+@dataclass
+class BookingReads:
+    """What a booking decides on, read under the Event row lock."""
 
-    The flags come from the statement's snapshot, taken before a wait for the lock. Ticket
-    and question verbs take this lock too, so a row they committed while this booking waited
-    is not in the flags: a ticket deleted meanwhile is caught by register()'s re-read of its
-    ticket; a first ticket added meanwhile lets that one waiting ticketless booking through
-    (counted against the event's own limit, so never an oversell); a first question added
-    meanwhile is not asked of it. An after_sub scheduler created meanwhile gets its missing
-    rows from the pass (spec.md §6.2). Seat counters must never be read this way: they are
-    read or written by a later statement, after the lock.
-    """
-    rows = list(Event.objects.raw(_BOOKING_LOCK_SQL, [event_id]))
-    if not rows:
-        raise Event.DoesNotExist(f"Event {event_id} does not exist.")
-    return rows[0]
+    event: Event  # locked; `has_tickets` and `stage_pipe_end` set
+    ticket: Ticket | None  # the requested ticket as committed now; None: none asked or gone
+    questions: dict[int, Question]  # active, in display order
+    choices: dict[int, set[int]]  # question id -> its choice ids
+    after_sub: list[Mail]  # the event's after_sub schedulers
+    ids: list[int]  # primary keys drawn for the new registrations
+
+
+@cache
+def _booking_sql() -> dict[str, str]:
+    event, ticket, question, choice, mail, stage, registration = (
+        m._meta.db_table
+        for m in (Event, Ticket, Question, QuestionChoice, Mail, Stage, Registration)
+    )
+    return {
+        "lock": f"SELECT {rows.columns(Event, 'e')} FROM {event} e WHERE e.id = %s FOR UPDATE OF e",  # noqa: S608
+        "after_lock": f"""
+            SELECT s.pipe_end,
+                   EXISTS (SELECT 1 FROM {ticket} t WHERE t.event_id = e.id),
+                   ARRAY(SELECT nextval(pg_get_serial_sequence('{registration}', 'id'))
+                           FROM generate_series(1, %s::int)),
+                   (SELECT jsonb_agg(to_jsonb(q) || jsonb_build_object('choice_ids',
+                              ARRAY(SELECT c.id FROM {choice} c WHERE c.question_id = q.id))
+                              ORDER BY q.sequence, q.id)
+                      FROM {question} q WHERE q.event_id = e.id AND q.active),
+                   (SELECT jsonb_agg(to_jsonb(m) ORDER BY m.id)
+                      FROM {mail} m WHERE m.event_id = e.id AND m.interval_type = 'after_sub')
+              FROM {event} e JOIN {stage} s ON s.id = e.stage_id
+             WHERE e.id = %s
+        """,  # noqa: S608
+        "ticket": f"SELECT {rows.columns(Ticket, 't')} FROM {ticket} t WHERE t.id = %s",  # noqa: S608
+    }  # S608: built from constants (table and column names from model meta); values are params
+
+
+def read_for_booking(
+    event_id: int, *, ticket_id: int | None, count: int, pipe: pipeline.Pipeline
+) -> BookingReads:
+    """Lock the Event row and read what the booking decides on, in one round trip of `pipe`.
+
+    The lock comes first; every other read is a later statement, so a ticket, question or
+    scheduler committed while this booking waited for the lock is seen (their verbs take the
+    same lock). Seat counters are not read here: the booking decides on the values its own
+    increment returns (seats.Reservation)."""
+    sql = _booking_sql()
+    lock, after_lock = pipeline.cursor(), pipeline.cursor()
+    fresh = pipeline.cursor() if ticket_id is not None else None
+    try:
+        lock.execute(sql["lock"], [event_id])
+        after_lock.execute(sql["after_lock"], [count, event_id])
+        if fresh is not None:
+            fresh.execute(sql["ticket"], [ticket_id])
+        pipe.sync()
+        events = rows.load(Event, lock)
+        if not events:
+            raise Event.DoesNotExist(f"Event {event_id} does not exist.")
+        event = events[0]
+        event.stage_pipe_end, event.has_tickets, ids, questions, after_sub = after_lock.fetchone()
+        tickets = rows.load(Ticket, fresh) if fresh is not None else []
+    finally:
+        for cursor in (lock, after_lock, fresh):
+            if cursor is not None:
+                cursor.close()
+    questions, after_sub = rows.json_value(questions), rows.json_value(after_sub)
+    question_rows = rows.from_json(Question, questions)
+    return BookingReads(
+        event=event,
+        ticket=tickets[0] if tickets else None,
+        questions={q.pk: q for q in question_rows},
+        choices={q["id"]: set(q["choice_ids"]) for q in questions or ()},
+        after_sub=rows.from_json(Mail, after_sub),
+        ids=list(ids),
+    )
 
 
 def lock_registration(registration_id: int) -> Registration:

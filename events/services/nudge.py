@@ -16,12 +16,16 @@ Invariants:
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Any
 
 from celery import current_app
 from django.core.cache import cache
 from django.db import transaction
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import RedisError
+
+from events import cache_client
 
 logger = logging.getLogger("events.nudge")
 
@@ -32,16 +36,26 @@ PASS_TASK = "events.run_pass"  # noqa: S105 — a Celery task name
 DELIVERY_TASK = "events.deliver_outbox"
 
 
-def publish(task: str) -> None:
-    """The one publish point: send the task registered under `task` to the broker."""
-    current_app.send_task(task)
+def publish(task: str, args: Sequence[Any] = ()) -> None:
+    """The one publish point: send the task registered under `task` to the broker (with its
+    positional `args`, ids only, when it takes any)."""
+    if args:
+        current_app.send_task(task, args=list(args))
+    else:
+        current_app.send_task(task)
 
 
-def _send(key: str, task: str) -> bool:
+def _send(key: str, task: str, args: Sequence[Any] = ()) -> bool:
     try:
-        if not cache.add(key, "1", timeout=DEDUP_SECONDS):
+        # Django's cache.add is this same SET NX EX on the cache's own Redis; the client is made
+        # once (events.cache_client), not on every call.
+        full_key = cache.make_and_validate_key(key)
+        if not cache_client.writer(full_key).set(full_key, b"1", nx=True, ex=DEDUP_SECONDS):
             return False
-        publish(task)
+        if args:
+            publish(task, args)
+        else:
+            publish(task)
     except (BrokerError, RedisError, ConnectionError) as exc:
         logger.warning("nudge %s not sent (beat will run it): %s", task, exc)
         return False
@@ -54,10 +68,12 @@ def _send(key: str, task: str) -> bool:
     return True
 
 
-def after_commit(*, key: str, task: str) -> None:
+def after_commit(*, key: str, task: str, args: Sequence[Any] = ()) -> None:
     """Publish the Celery task registered as `task` once the current transaction commits,
-    unless a nudge under `key` is already pending."""
-    transaction.on_commit(lambda: _send(key, task))
+    unless a nudge under `key` is already pending. `args`: the task's positional arguments
+    (ids), for a task run per object under a key of its own (the waiting list's per event)."""
+    args = tuple(args)
+    transaction.on_commit(lambda: _send(key, task, args))
 
 
 def started(*, key: str) -> None:

@@ -6,6 +6,22 @@ Invariants:
 - entering `open`/`done` goes through the seat module under the Event row lock (lock first,
   then decide, then write); a request for n attendees succeeds or fails whole;
 - every verb writes its audit rows in the same transaction; side effects run after commit.
+
+The booking (`register`) waits for PostgreSQL four times, whatever the number of attendees
+(psycopg pipeline mode, events.services.pipeline; counted on the wire by
+tests/probes/test_round_trips.py):
+1. BEGIN (psycopg opens a transaction with a round trip of its own);
+2. the Event row lock and, in later statements of the same round trip, what the decision needs
+   as committed once the lock is granted: flags, stage, ticket, questions, after_sub
+   schedulers, the new registrations' ids (locks.read_for_booking);
+3. every write as one statement — the seat increment (an upsert returning the counters it
+   produced) with the registrations, answers and audit rows as data-modifying CTEs — plus the
+   after_sub rows and the overlays' hooks, sent together;
+4. COMMIT, once every limit was checked against the counters the increment returned
+   (seats.Reservation.check); a refusal raises before it and the atomic block rolls the
+   whole statement back (ROLLBACK instead).
+Inside a caller's transaction the atomic block is a savepoint (SAVEPOINT and RELEASE cost a
+round trip each) and there is no BEGIN/COMMIT of its own.
 """
 
 from __future__ import annotations
@@ -38,7 +54,8 @@ from events.models import (
     Slot,
     Ticket,
 )
-from events.services import audit, inputs, locks, scheduler, seats
+from events.services import audit, inputs, locks, pipeline, scheduler, seats, waitlist
+from events.services import rows as sql_rows
 from events.services.contacts import is_valid_email, normalise_phone
 from events.services.dberrors import violated_constraint
 
@@ -238,9 +255,14 @@ def register(
     actor: Any,
     contact_sources: Sequence[str] | None = None,
     recheck: Callable[[Event, Ticket | None], None] | None = None,
+    held_seats: int = 0,
     now=None,
 ) -> list[Registration]:
     """Create one registration per attendee, all or none.
+
+    `held_seats`: that many of the attendees take seats held for them in the seat ledger (an
+    accepted waiting-list offer, events.services.waitlist): those move from held to reserved
+    instead of being taken again; the limits are still checked on the counters produced.
 
     An attendee is a mapping with name, email, phone, company_name and answers
     ({question_id: text | choice_id}). `contact_sources` (one per attendee, default
@@ -256,6 +278,8 @@ def register(
         raise ValidationFailed("At least one attendee is needed.", code="invalid_quantity")
     if sale_status not in SaleStatus.values:
         raise ValidationFailed(f"Unknown sale status {sale_status!r}.", code="invalid_value")
+    if not 0 <= held_seats <= len(attendees) or (held_seats and state != S.OPEN):
+        raise ValueError(f"held_seats={held_seats} for {len(attendees)} {state} attendee(s)")
     now = now or timezone.now()
     request = {
         "attendees": attendees,
@@ -269,6 +293,7 @@ def register(
         "utm": utm or {},
         "contact_sources": contact_sources,
         "recheck": recheck,
+        "held_seats": held_seats,
         "actor": actor,
         "now": now,
     }
@@ -302,76 +327,75 @@ def _register(
     utm: Mapping[str, str],
     contact_sources: Sequence[str] | None,
     recheck: Callable[[Event, Ticket | None], None] | None,
+    held_seats: int,
     actor: Any,
     now,
 ) -> list[Registration]:
+    # The booking in four round trips, whatever the number of attendees (module docstring):
+    # BEGIN; the lock and the reads under it; the writes; COMMIT.
     with transaction.atomic():
-        event = locks.lock_event_for_booking(event_id)
-        if state == S.OPEN and event.kanban_state == KanbanState.CANCEL:
-            raise RegistrationsClosed("The event is cancelled.", reason="cancelled")
-        # The ticket as committed now (its limit, sale window and price may have changed
-        # since the caller read it; ticket edits take this same lock).
-        fresh = _fresh_ticket(ticket) if ticket is not None else None
-        ticket, slot = check_pair(
-            event=event, has_tickets=event.has_tickets, ticket=fresh, slot=slot
-        )
-        if recheck is not None:
-            recheck(event, ticket)
-        questions: dict[int, Question] = {}
-        if event.has_questions:
-            questions = {
-                q.pk: q
-                for q in Question.objects.filter(event=event, active=True).prefetch_related(
-                    "choices"
+        with pipeline.pipelined() as pipe:
+            reads = locks.read_for_booking(
+                event_id,
+                ticket_id=ticket.pk if ticket is not None else None,
+                count=len(attendees),
+                pipe=pipe,
+            )
+            event = reads.event
+            if state == S.OPEN and event.kanban_state == KanbanState.CANCEL:
+                raise RegistrationsClosed("The event is cancelled.", reason="cancelled")
+            # The ticket as committed now (its limit, sale window and price may have changed
+            # since the caller read it; ticket edits take this same lock).
+            fresh: Ticket | _Unknown | None = None
+            if ticket is not None:
+                fresh = reads.ticket or UNKNOWN
+            ticket, slot = check_pair(
+                event=event, has_tickets=event.has_tickets, ticket=fresh, slot=slot
+            )
+            if recheck is not None:
+                recheck(event, ticket)
+            questions = reads.questions
+            answers = [
+                clean_answers(
+                    questions=questions,
+                    choices=reads.choices,
+                    raw=a.get("answers"),
+                    attendee=index,
+                    country=event.country,
                 )
-            }
-        choices = {q.pk: {c.pk for c in q.choices.all()} for q in questions.values()}
-        answers = [
-            clean_answers(
-                questions=questions,
-                choices=choices,
-                raw=a.get("answers"),
-                attendee=index,
-                country=event.country,
-            )
-            for index, a in enumerate(attendees)
-        ]
-        _copy_once_per_order(questions, answers)
-        sources = list(contact_sources or [ContactSource.ATTENDEE] * len(attendees))
+                for index, a in enumerate(attendees)
+            ]
+            _copy_once_per_order(questions, answers)
+            sources = list(contact_sources or [ContactSource.ATTENDEE] * len(attendees))
 
-        rows = []
-        for index, attendee in enumerate(attendees):
-            fields = _contact_fields(event, index, attendee, questions, answers[index])
-            rows.append(
-                Registration(
-                    event=event,
-                    ticket=ticket,
-                    slot=slot,
-                    state=state,
-                    barcode=new_barcode(),
-                    partner_ref=partner_ref,
-                    contact_source=sources[index],
-                    sale_order_ref=sale_order_ref,
-                    sale_order_line_ref=sale_order_line_ref,
-                    sale_status=sale_status,
-                    utm_source=utm.get("source", "") or "",
-                    utm_medium=utm.get("medium", "") or "",
-                    utm_campaign=utm.get("campaign", "") or "",
-                    confirmed_at=now if state == S.OPEN else None,
-                    **fields,
+            rows = []
+            for index, attendee in enumerate(attendees):
+                fields = _contact_fields(event, index, attendee, questions, answers[index])
+                rows.append(
+                    Registration(
+                        pk=reads.ids[index],
+                        event=event,
+                        ticket=ticket,
+                        slot=slot,
+                        state=state,
+                        barcode=new_barcode(),
+                        partner_ref=partner_ref,
+                        contact_source=sources[index],
+                        sale_order_ref=sale_order_ref,
+                        sale_order_line_ref=sale_order_line_ref,
+                        sale_status=sale_status,
+                        utm_source=utm.get("source", "") or "",
+                        utm_medium=utm.get("medium", "") or "",
+                        utm_campaign=utm.get("campaign", "") or "",
+                        confirmed_at=now if state == S.OPEN else None,
+                        **fields,
+                    )
                 )
-            )
 
-        if state == S.OPEN:
-            seats.reserve(
-                event=event,
-                slot_id=slot.pk if slot is not None else None,
-                ticket=ticket,
-                count=len(rows),
-            )
-        Registration.objects.bulk_create(rows)
-        RegistrationAnswer.objects.bulk_create(
-            [
+            # The writes, as one statement (the seat increment with the inserts as CTEs); the
+            # block's end waits for its answer.
+            writes = [sql_rows.insert_statement(rows)]
+            answer_rows = [
                 RegistrationAnswer(
                     registration=row,
                     question_id=question_id,
@@ -381,9 +405,9 @@ def _register(
                 for row, row_answers in zip(rows, answers, strict=True)
                 for question_id, value in row_answers.items()
             ]
-        )
-        audit.record_many(
-            [
+            if answer_rows:
+                writes.append(sql_rows.insert_statement(answer_rows))
+            audit_rows = [
                 audit.entry(
                     actor=actor,
                     verb="registration.created",
@@ -397,16 +421,30 @@ def _register(
                 )
                 for row in rows
             ]
-        )
-        if state == S.OPEN:
-            if event.has_after_sub:  # flag read by the lock statement
-                scheduler.registrations_opened(event=event, registrations=rows, now=now)
-        hooks.run(hooks.registrations_changed, rows, actor)
+            writes.append(sql_rows.insert_statement(audit_rows))
+            if state == S.OPEN:
+                sent = seats.send_reserve(
+                    event=event,
+                    slot_id=slot.pk if slot is not None else None,
+                    ticket=ticket,
+                    count=len(rows),
+                    from_held=held_seats,
+                    together_with=writes,
+                )
+            else:
+                sent = sql_rows.send(writes)
+            if state == S.OPEN and reads.after_sub:
+                scheduler.registrations_opened(
+                    event=event, registrations=rows, now=now, schedulers=reads.after_sub
+                )
+            hooks.run(hooks.registrations_changed, rows, actor)
+        # Every limit decided on the counters the increment produced; a refusal raises here,
+        # inside the atomic block, which rolls every write back.
+        if isinstance(sent, seats.Reservation):
+            sent.check()
+        else:
+            sent.close()
     return rows
-
-
-def _fresh_ticket(ticket: Ticket) -> Ticket | _Unknown:
-    return Ticket.objects.filter(pk=ticket.pk).first() or UNKNOWN
 
 
 def _copy_once_per_order(questions: dict[int, Question], answers: list[dict[int, Any]]) -> None:
@@ -471,6 +509,8 @@ def _transition(
         )
         if to == S.OPEN and source == S.DRAFT:
             scheduler.registrations_opened(event=event, registrations=[reg], now=now)
+        if reg.active and source in (S.OPEN, S.DONE) and to in (S.CANCEL, S.DRAFT):
+            waitlist.seats_freed(event)  # a seat is free: nudge the waiting list after commit
         hooks.run(hooks.registrations_changed, [reg], actor)
     return reg
 

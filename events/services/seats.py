@@ -1,7 +1,9 @@
 """The one seat aggregation (spec.md §3).
 
 Invariants:
-- only active registrations in `open` (reserved) or `done` (used) hold a seat;
+- only active registrations in `open` (reserved) or `done` (used) hold a seat, and waiting-list
+  entries in `offered` (held): a held seat is taken for everyone else until the offer is
+  accepted (held → reserved, one statement) or expires (released);
 - the counters live in `SeatLedger` rows keyed (event, slot, ticket), NULL meaning "all", and
   change only here, inside the caller's transaction, after the caller locked the Event row;
 - a request for n seats succeeds or fails whole (`SeatsUnavailable`, code `sold_out`).
@@ -12,14 +14,24 @@ Nothing else in the project counts registrations for seats; `seats_audit` recoun
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from django.db import connection
 from django.db.models import Count, Q
 
 from events.errors import SeatsUnavailable
-from events.models import Event, Registration, RegistrationState, SeatLedger, Slot, Ticket
+from events.models import (
+    Event,
+    Registration,
+    RegistrationState,
+    SeatLedger,
+    Slot,
+    Ticket,
+    WaitlistEntry,
+    WaitlistState,
+)
+from events.services import rows
 
 HOLDING = (RegistrationState.OPEN, RegistrationState.DONE)
 
@@ -32,9 +44,10 @@ class SeatSummary:
 
     reserved: int
     used: int
-    taken: int
+    taken: int  # reserved + used + held
     max: int | None
     available: int | None
+    held: int = 0
 
     @property
     def sold_out(self) -> bool:
@@ -50,6 +63,7 @@ class Hold:
     ticket_id: int | None
     reserved: int = 0
     used: int = 0
+    held: int = 0
 
 
 # --- reading ------------------------------------------------------------------------------
@@ -65,14 +79,13 @@ def _ledger(event_id: int, slot_ids: Iterable[int | None] = (), ticket_ids=()) -
     if ticket_ids:
         qs = qs.filter(Q(ticket__isnull=True) | Q(ticket_id__in=ticket_ids))
     return {
-        (row["slot_id"], row["ticket_id"]): (row["reserved"], row["used"])
-        for row in qs.values("slot_id", "ticket_id", "reserved", "used")
+        (row["slot_id"], row["ticket_id"]): (row["reserved"], row["used"], row["held"])
+        for row in qs.values("slot_id", "ticket_id", "reserved", "used", "held")
     }
 
 
 def _taken(ledger: dict[Key, tuple], key: Key) -> int:
-    reserved, used = ledger.get(key, (0, 0))
-    return reserved + used
+    return sum(ledger.get(key, (0, 0, 0)))
 
 
 def event_limit(event: Event) -> int | None:
@@ -131,12 +144,13 @@ def availability(
 
 def event_summary(*, event: Event) -> SeatSummary:
     ledger = _ledger(event.pk, ticket_ids=(), slot_ids=())
-    reserved, used = ledger.get((None, None), (0, 0))
+    reserved, used, held = ledger.get((None, None), (0, 0, 0))
     maximum = event_limit(event)
     if maximum is not None and event.is_multi_slots:
         maximum *= event.slots.count()
-    available = None if maximum is None else maximum - reserved - used
-    return SeatSummary(reserved, used, reserved + used, maximum, available)
+    taken = reserved + used + held
+    available = None if maximum is None else maximum - taken
+    return SeatSummary(reserved, used, taken, maximum, available, held)
 
 
 def summaries(events: Iterable[Event]) -> dict[int, SeatSummary]:
@@ -144,10 +158,10 @@ def summaries(events: Iterable[Event]) -> dict[int, SeatSummary]:
     events = list(events)
     ids = [e.pk for e in events]
     totals = {
-        row["event_id"]: (row["reserved"], row["used"])
+        row["event_id"]: (row["reserved"], row["used"], row["held"])
         for row in SeatLedger.objects.filter(
             event_id__in=ids, slot__isnull=True, ticket__isnull=True
-        ).values("event_id", "reserved", "used")
+        ).values("event_id", "reserved", "used", "held")
     }
     slot_counts = dict(
         Slot.objects.filter(event_id__in=ids)
@@ -157,12 +171,13 @@ def summaries(events: Iterable[Event]) -> dict[int, SeatSummary]:
     )
     result = {}
     for event in events:
-        reserved, used = totals.get(event.pk, (0, 0))
+        reserved, used, held = totals.get(event.pk, (0, 0, 0))
         maximum = event_limit(event)
         if maximum is not None and event.is_multi_slots:
             maximum *= slot_counts.get(event.pk, 0)
-        available = None if maximum is None else maximum - reserved - used
-        result[event.pk] = SeatSummary(reserved, used, reserved + used, maximum, available)
+        taken = reserved + used + held
+        available = None if maximum is None else maximum - taken
+        result[event.pk] = SeatSummary(reserved, used, taken, maximum, available, held)
     return result
 
 
@@ -211,11 +226,12 @@ def capacities(events: Iterable[Event]) -> dict[int, Capacity]:
     ids = [e.pk for e in events]
     ledgers: dict[int, dict[Key, tuple]] = {pk: {} for pk in ids}
     for row in SeatLedger.objects.filter(event_id__in=ids).values(
-        "event_id", "slot_id", "ticket_id", "reserved", "used"
+        "event_id", "slot_id", "ticket_id", "reserved", "used", "held"
     ):
         ledgers[row["event_id"]][(row["slot_id"], row["ticket_id"])] = (
             row["reserved"],
             row["used"],
+            row["held"],
         )
     tickets: dict[int, list[tuple[int, int]]] = {pk: [] for pk in ids}
     for event_id, ticket_id, maximum in Ticket.objects.filter(event_id__in=ids).values_list(
@@ -257,8 +273,8 @@ def ticket_taken(*, event: Event, ticket: Ticket) -> int:
     """
     rows = SeatLedger.objects.filter(
         event_id=event.pk, ticket_id=ticket.pk, slot__isnull=not event.is_multi_slots
-    ).values_list("reserved", "used")
-    return max((reserved + used for reserved, used in rows), default=0)
+    ).values_list("reserved", "used", "held")
+    return max((sum(row) for row in rows), default=0)
 
 
 def event_taken(*, event: Event) -> int:
@@ -269,8 +285,8 @@ def event_taken(*, event: Event) -> int:
     """
     rows = SeatLedger.objects.filter(
         event_id=event.pk, ticket__isnull=True, slot__isnull=not event.is_multi_slots
-    ).values_list("reserved", "used")
-    return max((reserved + used for reserved, used in rows), default=0)
+    ).values_list("reserved", "used", "held")
+    return max((sum(row) for row in rows), default=0)
 
 
 # --- writing (the caller holds the Event row lock) -----------------------------------------
@@ -287,8 +303,21 @@ def _keys(event: Event, slot_id: int | None, ticket_id: int | None) -> list[Key]
     return keys
 
 
-def reserve(*, event: Event, slot_id: int | None, ticket: Ticket | None, count: int) -> None:
+def reserve(
+    *,
+    event: Event,
+    slot_id: int | None,
+    ticket: Ticket | None,
+    count: int,
+    hold: bool = False,
+    from_held: int = 0,
+) -> None:
     """Take `count` reserved seats for one (slot, ticket) pair, whole or not at all.
+
+    `hold=True` takes them as held instead (a waiting-list offer); `from_held` of the `count`
+    seats were held for this very booking (an accepted offer) and move from held to reserved,
+    so they are not taken twice — the check still refuses when a limit lowered meanwhile is now
+    below what is taken.
 
     The caller holds the Event row lock. The counters are incremented first (one upsert that
     returns the new values under the ledger rows' own row locks), then every applicable limit
@@ -298,72 +327,153 @@ def reserve(*, event: Event, slot_id: int | None, ticket: Ticket | None, count: 
     Checking the values the increment produced, under their row locks, keeps the decision right
     even for a path that forgot the Event lock.
     """
+    send_reserve(
+        event=event, slot_id=slot_id, ticket=ticket, count=count, hold=hold, from_held=from_held
+    ).check()
+
+
+@dataclass
+class Reservation:
+    """A reserve increment that was sent and whose counters are read later (`check`).
+
+    In pipeline mode (registrations.register) the upsert travels in the same round trip as the
+    booking's inserts; `check()` then reads the counters it produced and refuses exactly as
+    `reserve` does. Until `check()` passed the booking must not commit."""
+
+    event: Event
+    slot_id: int | None
+    ticket: Ticket | None
+    count: int
+    _pending: _Applied
+
+    def check(self) -> None:
+        after = self._pending.result()
+        missing = 0
+        for key, maximum in _limits(self.event, self.slot_id, self.ticket):
+            missing = max(missing, min(self.count, sum(after[key]) - maximum))
+        if missing > 0:
+            ticket_id = self.ticket.pk if self.ticket is not None else None
+            raise SeatsUnavailable(
+                f"Not enough seats: {missing} missing.",
+                missing=[{"slot_id": self.slot_id, "ticket_id": ticket_id, "missing": missing}],
+            )
+
+
+def send_reserve(
+    *,
+    event: Event,
+    slot_id: int | None,
+    ticket: Ticket | None,
+    count: int,
+    hold: bool = False,
+    from_held: int = 0,
+    together_with: Sequence[rows.Statement] = (),
+) -> Reservation:
+    """Send `reserve`'s increment; the caller calls `check()` on the result before it commits
+    (after its pipeline's sync when it pipelines). `together_with`: INSERT statements
+    (`rows.insert_statement`) sent in the same statement as the increment (`rows.combined`),
+    so a whole booking's writes are one statement; they are rolled back with it on a refusal."""
+    if not 0 <= from_held <= count or (hold and from_held):
+        raise ValueError(f"from_held={from_held} of count={count} (hold={hold})")
     ticket_id = ticket.pk if ticket is not None else None
-    after = apply(event=event, holds=[Hold(slot_id, ticket_id, reserved=count)])
-    missing = 0
-    for key, maximum in _limits(event, slot_id, ticket):
-        reserved, used = after[key]
-        missing = max(missing, min(count, reserved + used - maximum))
-    if missing > 0:
-        raise SeatsUnavailable(
-            f"Not enough seats: {missing} missing.",
-            missing=[{"slot_id": slot_id, "ticket_id": ticket_id, "missing": missing}],
-        )
+    if hold:
+        change = Hold(slot_id, ticket_id, held=count)
+    else:
+        change = Hold(slot_id, ticket_id, reserved=count, held=-from_held)
+    pending = _send_apply(event, [change], together_with)
+    return Reservation(event, slot_id, ticket, count, pending)
 
 
-def apply(*, event: Event, holds: Iterable[Hold]) -> dict[Key, tuple[int, int]]:
+def apply(*, event: Event, holds: Iterable[Hold]) -> dict[Key, tuple[int, int, int]]:
     """Add the holds' deltas to every ledger row they concern, in one statement.
 
-    Returns the new (reserved, used) of every row it changed. Rows are written in ascending key
-    order, so two transactions never wait on each other's ledger rows in opposite orders.
+    Returns the new (reserved, used, held) of every row it changed. Rows are written in
+    ascending key order, so two transactions never wait on each other's ledger rows in opposite
+    orders.
     """
+    return _send_apply(event, holds).result()
+
+
+@dataclass
+class _Applied:
+    """An apply statement sent on `cursor`; `result()` reads the rows it returned."""
+
+    event_id: int
+    rows: list
+    cursor: Any
+    returns_rows: bool = True
+
+    def result(self) -> dict[Key, tuple[int, int, int]]:
+        if self.cursor is None:
+            return {}
+        if not self.returns_rows:
+            self.cursor.close()
+            return {}
+        try:
+            after = {(s, t): (r, u, h) for s, t, r, u, h in self.cursor.fetchall()}
+        finally:
+            self.cursor.close()
+        if len(after) != len(self.rows):
+            raise RuntimeError(
+                f"seat ledger of event {self.event_id} is missing rows for {self.rows}; "
+                "run seats_audit"
+            )
+        return after
+
+
+def _send_apply(
+    event: Event, holds: Iterable[Hold], together_with: Sequence[rows.Statement] = ()
+) -> _Applied:
     deltas: Counter = Counter()
     for hold in holds:
         for key in _keys(event, hold.slot_id, hold.ticket_id):
             deltas[(key, "r")] += hold.reserved
             deltas[(key, "u")] += hold.used
+            deltas[(key, "h")] += hold.held
     keys = sorted({k for k, _ in deltas}, key=lambda k: (k[0] or 0, k[1] or 0))
-    rows = [(k, deltas[(k, "r")], deltas[(k, "u")]) for k in keys]
-    rows = [row for row in rows if row[1] or row[2]]
-    if not rows:
-        return {}
+    changes = [(k, deltas[(k, "r")], deltas[(k, "u")], deltas[(k, "h")]) for k in keys]
+    changes = [change for change in changes if any(change[1:])]
+    if not changes:
+        cursor = rows.send(together_with) if together_with else None
+        return _Applied(event.pk, changes, cursor, returns_rows=False)
     params: list = []
-    if all(reserved >= 0 and used >= 0 for _, reserved, used in rows):
+    if all(min(change[1:]) >= 0 for change in changes):
         # Taking seats: one upsert behind the (event, slot, ticket) NULLS NOT DISTINCT key.
-        for (slot_id, ticket_id), reserved, used in rows:
-            params += [event.pk, slot_id, ticket_id, reserved, used]
-        values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
-        sql = f"""
-            INSERT INTO events_seatledger AS l (event_id, slot_id, ticket_id, reserved, used)
-            VALUES {values}
-            ON CONFLICT ON CONSTRAINT seat_ledger_key DO UPDATE
-               SET reserved = l.reserved + EXCLUDED.reserved, used = l.used + EXCLUDED.used
-            RETURNING l.slot_id, l.ticket_id, l.reserved, l.used
-        """  # noqa: S608 — built from constants: `values` repeats a fixed placeholder tuple
+        for (slot_id, ticket_id), reserved, used, held in changes:
+            params += [event.pk, slot_id, ticket_id, reserved, used, held]
+        values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(changes))
+        sql = _UPSERT_SQL.format(values=values)
     else:
         # Moving or freeing held seats: the rows exist (they hold them). PostgreSQL checks an
         # INSERT's CHECK constraints before ON CONFLICT, so negative deltas take an UPDATE.
-        for (slot_id, ticket_id), reserved, used in rows:
-            params += [slot_id, ticket_id, reserved, used]
-        values = ", ".join(["(%s::bigint, %s::bigint, %s::int, %s::int)"] * len(rows))
-        sql = f"""
-            UPDATE events_seatledger AS l
-               SET reserved = l.reserved + v.r, used = l.used + v.u
-              FROM (VALUES {values}) AS v (slot_id, ticket_id, r, u)
-             WHERE l.event_id = %s
-               AND l.slot_id IS NOT DISTINCT FROM v.slot_id
-               AND l.ticket_id IS NOT DISTINCT FROM v.ticket_id
-            RETURNING l.slot_id, l.ticket_id, l.reserved, l.used
-        """  # noqa: S608 — built from constants: `values` repeats a fixed placeholder tuple
+        for (slot_id, ticket_id), reserved, used, held in changes:
+            params += [slot_id, ticket_id, reserved, used, held]
+        values = ", ".join(["(%s::bigint, %s::bigint, %s::int, %s::int, %s::int)"] * len(changes))
+        sql = _UPDATE_SQL.format(values=values)
         params.append(event.pk)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        after = {(s, t): (r, u) for s, t, r, u in cursor.fetchall()}
-    if len(after) != len(rows):
-        raise RuntimeError(
-            f"seat ledger of event {event.pk} is missing rows for {rows}; run seats_audit"
-        )
-    return after
+    # A server-binding cursor (prepared): the booking sends this on every call.
+    cursor = rows.send([*together_with, (sql, params)])
+    return _Applied(event.pk, changes, cursor)
+
+
+# Built from constants: `values` repeats a fixed placeholder tuple; the values are parameters.
+_UPSERT_SQL = """
+    INSERT INTO events_seatledger AS l (event_id, slot_id, ticket_id, reserved, used, held)
+    VALUES {values}
+    ON CONFLICT ON CONSTRAINT seat_ledger_key DO UPDATE
+       SET reserved = l.reserved + EXCLUDED.reserved, used = l.used + EXCLUDED.used,
+           held = l.held + EXCLUDED.held
+    RETURNING l.slot_id, l.ticket_id, l.reserved, l.used, l.held
+"""
+_UPDATE_SQL = """
+    UPDATE events_seatledger AS l
+       SET reserved = l.reserved + v.r, used = l.used + v.u, held = l.held + v.h
+      FROM (VALUES {values}) AS v (slot_id, ticket_id, r, u, h)
+     WHERE l.event_id = %s
+       AND l.slot_id IS NOT DISTINCT FROM v.slot_id
+       AND l.ticket_id IS NOT DISTINCT FROM v.ticket_id
+    RETURNING l.slot_id, l.ticket_id, l.reserved, l.used, l.held
+"""
 
 
 def hold_for(registration: Registration, *, reserved: int = 0, used: int = 0) -> Hold:
@@ -373,8 +483,9 @@ def hold_for(registration: Registration, *, reserved: int = 0, used: int = 0) ->
 # --- audit ----------------------------------------------------------------------------------
 
 
-def recount(*, event: Event) -> dict[Key, tuple[int, int]]:
-    """The ledger as it should be, from the registrations (one grouped query)."""
+def recount(*, event: Event) -> dict[Key, tuple[int, int, int]]:
+    """The ledger as it should be, from the registrations and the waiting list's open offers
+    (two grouped queries)."""
     expected: dict[Key, list[int]] = {}
     rows = (
         Registration.objects.filter(event=event, active=True, state__in=HOLDING)
@@ -383,21 +494,30 @@ def recount(*, event: Event) -> dict[Key, tuple[int, int]]:
     )
     for row in rows:
         for key in _keys(event, row["slot_id"], row["ticket_id"]):
-            counters = expected.setdefault(key, [0, 0])
+            counters = expected.setdefault(key, [0, 0, 0])
             counters[0 if row["state"] == RegistrationState.OPEN else 1] += row["n"]
-    return {key: (r, u) for key, (r, u) in expected.items()}
+    offers = (
+        WaitlistEntry.objects.filter(event=event, state=WaitlistState.OFFERED)
+        .values("slot_id", "ticket_id")
+        .annotate(n=Count("id"))
+    )
+    for row in offers:
+        for key in _keys(event, row["slot_id"], row["ticket_id"]):
+            expected.setdefault(key, [0, 0, 0])[2] += row["n"]
+    return {key: (r, u, h) for key, (r, u, h) in expected.items()}
 
 
 def audit(*, event: Event) -> list[str]:
     """Differences between the ledger and a full recount; empty when consistent."""
     expected = recount(event=event)
-    actual = {k: v for k, v in _ledger(event.pk).items() if v != (0, 0)}
+    actual = {k: v for k, v in _ledger(event.pk).items() if any(v)}
     problems = []
     for key in sorted(set(expected) | set(actual), key=lambda k: (k[0] or 0, k[1] or 0)):
-        want, have = expected.get(key, (0, 0)), actual.get(key, (0, 0))
+        want, have = expected.get(key, (0, 0, 0)), actual.get(key, (0, 0, 0))
         if want != have:
             problems.append(
-                f"slot={key[0]} ticket={key[1]}: ledger reserved/used={have[0]}/{have[1]}, "
-                f"registrations {want[0]}/{want[1]}"
+                f"slot={key[0]} ticket={key[1]}: ledger reserved/used/held="
+                f"{have[0]}/{have[1]}/{have[2]}, registrations and offers "
+                f"{want[0]}/{want[1]}/{want[2]}"
             )
     return problems

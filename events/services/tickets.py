@@ -7,7 +7,8 @@ Invariants:
 - `seats_max` never goes below the seats already taken (read from `seats.ticket_taken`, per
   (slot, ticket) on a multi-slot event): the refusal is `ValidationFailed` with code
   `invalid_value` and `field="seats_max"`, and nothing is written;
-- a ticket never changes owner, and a ticket with registrations is never deleted.
+- a ticket never changes owner, and a ticket with registrations (or a waiting list) is never
+  deleted.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from django.db import transaction
 
 from events.errors import ValidationFailed
 from events.models import Event, EventType, Ticket
-from events.services import audit, locks, seats
+from events.services import audit, locks, seats, waitlist
 from events.services.event_types import lock_event_type
 from events.services.reference import apply_fields, check_fields, jsonable
 
@@ -124,17 +125,20 @@ def update_ticket(*, ticket: Ticket, actor: Any, **fields: Any) -> Ticket:
             event=locked.event_id,
             data={"ticket": locked.pk, "event_type": locked.event_type_id, **changes},
         )
+        if event is not None and "seats_max" in changes:
+            waitlist.seats_freed(event)  # a raised limit: nudge the waiting list after commit
     return locked
 
 
 def delete_ticket(*, ticket: Ticket, actor: Any) -> None:
-    """Refused while any registration (even archived) holds the ticket: it is history."""
+    """Refused while any registration (even archived) or waiting-list entry holds the ticket:
+    it is history."""
     with transaction.atomic():
         _lock_owner(ticket.event_id, ticket.event_type_id)
         locked = Ticket.objects.select_for_update().get(pk=ticket.pk)
-        if locked.registrations.exists():
+        if locked.registrations.exists() or locked.waitlist.exists():
             raise ValidationFailed(
-                f"Ticket {locked} has registrations; it cannot be deleted.",
+                f"Ticket {locked} has registrations or a waiting list; it cannot be deleted.",
                 field="ticket",
                 ticket=locked.pk,
             )

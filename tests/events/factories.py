@@ -263,3 +263,15 @@ class AttendeeExportFactory(factory.django.DjangoModelFactory):
     event_ids = factory.LazyFunction(list)
     file_format = ev.ExportFormat.XLSX
     filename = factory.Sequence(lambda n: f"attendees-{n}.xlsx")
+
+
+class WaitlistEntryFactory(factory.django.DjangoModelFactory):
+    """A waiting entry (a row only: an `offered` one holds no seat unless the test books it;
+    behaviour goes through events.services.waitlist)."""
+
+    class Meta:
+        model = ev.WaitlistEntry
+
+    event = factory.SubFactory(EventFactory)
+    name = factory.Sequence(lambda n: f"Waiting {n}")
+    email = factory.Sequence(lambda n: f"waiting{n}@example.org")

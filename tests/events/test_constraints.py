@@ -74,6 +74,20 @@ def test_event_end_must_follow_begin(now):
     assert Event.objects.get(pk=event.pk).date_end == now + timedelta(hours=1)
 
 
+def test_the_cancel_deadline_is_at_most_a_year_of_hours():
+    from events.models import CANCEL_DEADLINE_MAX, EventType
+
+    event = factories.EventFactory(cancel_deadline_hours=CANCEL_DEADLINE_MAX)
+    event_type = factories.EventTypeFactory(cancel_deadline_hours=CANCEL_DEADLINE_MAX)
+    with refused_by("event_cancel_deadline_max"):
+        Event.objects.filter(pk=event.pk).update(cancel_deadline_hours=CANCEL_DEADLINE_MAX + 1)
+    with refused_by("event_type_cancel_deadline_max"):
+        EventType.objects.filter(pk=event_type.pk).update(
+            cancel_deadline_hours=CANCEL_DEADLINE_MAX + 1
+        )
+    assert Event.objects.get(pk=event.pk).cancel_deadline_hours == CANCEL_DEADLINE_MAX
+
+
 def test_slot_hours_are_checked(now):
     event = factories.EventFactory(is_multi_slots=True, date_begin=now)
     common = {
@@ -374,10 +388,32 @@ def test_an_attendee_export_has_a_known_format_and_state_and_a_ready_one_its_fil
     assert AttendeeExport.objects.filter(pk=row.pk).update(state="done", content=b"x") == 1
 
 
+def test_one_live_waiting_list_entry_per_person_and_an_offer_has_its_window():
+    from events.models import WaitlistEntry
+
+    ticketless = factories.WaitlistEntryFactory(email="ada@example.org")
+    event = ticketless.event
+    with refused_by("waitlist_one_live_entry"):  # NULL ticket and slot compare equal
+        WaitlistEntry.objects.create(event=event, name="Ada again", email="ada@example.org")
+    WaitlistEntry.objects.filter(pk=ticketless.pk).update(state="expired")
+    again = WaitlistEntry.objects.create(event=event, name="Ada again", email="ada@example.org")
+    with refused_by("waitlist_offer_has_window"):
+        WaitlistEntry.objects.filter(pk=again.pk).update(state="offered")
+    now = ticketless.created_at
+    assert (
+        WaitlistEntry.objects.filter(pk=again.pk).update(
+            state="offered", offered_at=now, expires_at=now
+        )
+        == 1
+    )
+
+
 # --- completeness ---------------------------------------------------------------------------
 
 TESTED = {
     "event_dates",
+    "event_cancel_deadline_max",
+    "event_type_cancel_deadline_max",
     "slot_hours",
     "slot_datetimes",
     "ticket_owner_exactly_one",
@@ -403,6 +439,8 @@ TESTED = {
     "export_format_known",
     "export_state_known",
     "export_done_has_content",
+    "waitlist_one_live_entry",
+    "waitlist_offer_has_window",
 }
 
 

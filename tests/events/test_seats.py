@@ -294,8 +294,8 @@ def test_seats_audit_fails_naming_the_event_after_the_ledger_is_tampered_with(ac
 
     assert exited.value.code == 1
     assert err.getvalue().splitlines() == [
-        f"event {bad.pk} (Tampered one): slot=None ticket=None: ledger reserved/used=3/0, "
-        "registrations 1/0",
+        f"event {bad.pk} (Tampered one): slot=None ticket=None: "
+        "ledger reserved/used/held=3/0/0, registrations and offers 1/0/0",
         "seats_audit: 1 difference(s) in 2 event(s)",
     ]
     assert seats.audit(event=good) == []
@@ -308,7 +308,7 @@ def test_seats_audit_notices_a_registration_changed_behind_the_ledger():
     Registration.objects.filter(pk=registration.pk).update(state=S.CANCEL)  # forced by hand
 
     assert seats.audit(event=event) == [
-        "slot=None ticket=None: ledger reserved/used=1/0, registrations 0/0"
+        "slot=None ticket=None: ledger reserved/used/held=1/0/0, registrations and offers 0/0/0"
     ]
     with pytest.raises(SystemExit) as exited:
         call_command(

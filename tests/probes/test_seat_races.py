@@ -216,16 +216,13 @@ def test_control_count_then_insert_without_a_lock_oversells():
 @pytest.mark.django_db(transaction=True)
 def test_without_the_event_lock_the_ledger_check_still_holds(actor, monkeypatch):
     """Defence in depth: the seat check reads the counters its own increment produced, under
-    the ledger rows' locks, so even register() with lock_event_for_booking replaced by a plain
-    read cannot oversell (the Event lock remains the rule: it also fences cancel_event)."""
+    the ledger rows' locks, so even register() with the booking's lock statement replaced by a
+    plain read cannot oversell (the Event lock remains the rule: it also fences cancel_event)."""
     event = factories.EventFactory(seats_limited=True, seats_max=SEATS_LEFT)
-
-    def unlocked(event_id):
-        loaded = Event.objects.get(pk=event_id)
-        loaded.has_tickets = loaded.has_questions = loaded.has_after_sub = False
-        return loaded
-
-    monkeypatch.setattr(locks, "lock_event_for_booking", unlocked)
+    statements = dict(locks._booking_sql())
+    assert statements["lock"].endswith(" FOR UPDATE OF e")
+    statements["lock"] = statements["lock"].removesuffix(" FOR UPDATE OF e")
+    monkeypatch.setattr(locks, "_booking_sql", lambda: statements)
 
     (outcome,) = race(
         1,

@@ -13,7 +13,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("registration_id", type=int)
-        parser.add_argument("--purpose", choices=capability.PURPOSES, required=True)
+        parser.add_argument("--purpose", choices=capability.REGISTRATION_PURPOSES, required=True)
 
     def handle(self, *args, registration_id, purpose, **options):
         registration = Registration.objects.filter(pk=registration_id, active=True).first()

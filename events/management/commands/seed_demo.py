@@ -30,6 +30,7 @@ ACTOR = Actor("system", label="seed_demo")
 TYPE_NAME = "Conference"
 SUMMIT = "Open Source Summit"
 WORKSHOPS = "Hands-on Django Workshops"
+SOLD_OUT = "Python Meetup: Sold-out Night"
 
 TEMPLATES = [
     {
@@ -87,6 +88,9 @@ class Command(BaseCommand):
             event_type = self._event_type()
             summit = Event.objects.filter(name=SUMMIT).first() or self._summit(event_type)
             workshops = Event.objects.filter(name=WORKSHOPS).first() or self._workshops()
+            # Issue 18: a sold-out evening with a waiting list (one offer open).
+            if not Event.objects.filter(name=SOLD_OUT).exists():
+                _sold_out_with_waiting_list()
             # Overlays add their own demo rows (idempotent each; seams: inbox messages).
             hooks.run(hooks.seed_demo, summit=summit, workshops=workshops, stdout=self.stdout)
         self.stdout.write(
@@ -117,6 +121,8 @@ class Command(BaseCommand):
             default_timezone="Europe/Brussels",
             has_seats_limitation=True,
             seats_max=120,
+            # Attendees cancel a free registration themselves until two days before the start.
+            cancel_deadline_hours=48,
         )
         event_type.tags.set(tags)
         Ticket.objects.create(
@@ -238,6 +244,9 @@ class Command(BaseCommand):
                 actor=ACTOR,
             )
         # Every state: attended, cancelled, unconfirmed (draft), and a partner-sourced order.
+        # regs[3:] stay open and free, a month ahead: their tickets pages offer "Cancel my
+        # registration" (self-service, until the type's 48-hour deadline); the order's sold
+        # registration says to contact the organiser.
         registration_services.mark_attended(registration=regs[0], actor=ACTOR)
         registration_services.cancel(registration=regs[1], actor=ACTOR)
         registration_services.reset_to_draft(registration=regs[2], actor=ACTOR)
@@ -347,6 +356,48 @@ def _history(event: Event, *, shirt: Question, found: Question) -> None:
             Registration.objects.filter(pk=reg.pk).update(created_at=when, confirmed_at=when)
             if n % 4 == 0:
                 registration_services.mark_attended(registration=reg, actor=ACTOR)
+
+
+WAITING = [
+    ("Hedy Lamarr", "hedy@example.org"),
+    ("Edsger Dijkstra", "edsger@example.org"),
+    ("Frances Allen", "frances@example.org"),
+    ("Donald Knuth", "donald@example.org"),
+]
+
+
+def _sold_out_with_waiting_list() -> Event:
+    """Four seats, four registrations, four people waiting; one registration is then cancelled
+    and the freed seat offered to the first of them (held for EVENT_WAITLIST_OFFER_HOURS, its
+    mail on the outbox): the admin's waiting list shows one offered and three waiting."""
+    from events.services import waitlist
+
+    tz = "Europe/Brussels"
+    begin = _at(timezone.now().date() + timedelta(days=21), time(19), tz)
+    event = event_services.create_event(
+        name=SOLD_OUT,
+        date_begin=begin,
+        date_end=begin + timedelta(hours=3),
+        date_tz=tz,
+        actor=ACTOR,
+        seats_limited=True,
+        seats_max=4,
+        venue="Café Python, Leuven",
+        country="BE",
+        description="Lightning talks and pizza. Sold out: join the waiting list.",
+    )
+    event = event_services.publish(event=event, actor=ACTOR)
+    regs = [
+        registration_services.register(
+            event=event, attendees=[{"name": name, "email": email}], actor=ACTOR
+        )[0]
+        for name, email, _, _ in ATTENDEES[:4]
+    ]
+    for name, email in WAITING:
+        waitlist.join(event=event, name=name, email=email, actor=ACTOR)
+    registration_services.cancel(registration=regs[3], actor=ACTOR)
+    waitlist.offer_freed_seats(event=event)
+    return event
 
 
 def _at(day: date, at: time, tz: str) -> datetime:

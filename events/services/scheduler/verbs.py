@@ -281,7 +281,11 @@ def check_channel(
 
 
 def registrations_opened(
-    *, event: Event, registrations: Sequence[Registration], now: datetime
+    *,
+    event: Event,
+    registrations: Sequence[Registration],
+    now: datetime,
+    schedulers: Sequence[Mail] | None = None,
 ) -> list[Mail]:
     """Give each after_sub scheduler of the event a row per registration entering `open`.
 
@@ -290,11 +294,12 @@ def registrations_opened(
     commit (spec.md §6.4). A registration confirmed before the scheduler existed is only
     mailed when the scheduler includes existing attendees (spec.md §14 item 8).
     """
-    schedulers = list(
-        Mail.objects.filter(event=event, interval_type=IntervalType.AFTER_SUB).only(
-            "pk", "interval_nbr", "interval_unit", "created_at", "include_existing"
+    if schedulers is None:  # the booking passes the ones it read under the Event lock
+        schedulers = list(
+            Mail.objects.filter(event=event, interval_type=IntervalType.AFTER_SUB).only(
+                "pk", "interval_nbr", "interval_unit", "created_at", "include_existing"
+            )
         )
-    )
     rows = [
         MailRegistration(
             scheduler=scheduler,
@@ -311,4 +316,4 @@ def registrations_opened(
         MailRegistration.objects.bulk_create(rows, ignore_conflicts=True)
         if min(dates.due(row) for row in rows) <= now + dates.ARM_WINDOW:
             nudge.scheduler_pass()
-    return schedulers
+    return list(schedulers)

@@ -1,0 +1,164 @@
+"""Plain statements for the booking's hot path (bench B1), beside the ORM.
+
+- `insert_statement(instances)` is one multi-row INSERT (sql, params) with no RETURNING: the
+  caller already knows every primary key it needs (the booking draws its registration ids in
+  its first round trip, `locks.read_for_booking`). Each value goes through the field's
+  `pre_save` (auto_now, auto_now_add) and `get_db_prep_save`, as the ORM's own INSERT does, so
+  a field added to a model is written here too; only the SQL text is cached, per (model, with
+  pk, row count).
+- `combined(statements)` is one statement running several: every statement but the last
+  becomes a data-modifying CTE (`WITH w0 AS (INSERT …), w1 AS (INSERT …) <last>`). PostgreSQL
+  runs every part, in one snapshot, and an error in any part (a unique or foreign-key
+  violation) fails the whole statement. Only statements that do not start with WITH combine.
+- `columns(model, alias)` is the select list of a model's columns, in field order;
+  `load(model, cursor)` turns the rows of such a select into instances (`Model.from_db`) and
+  `from_json(model, objects)` the `to_jsonb(row)` objects of its table (each value through the
+  field's `to_python`). Never `SELECT *`: a column added by a later migration sits at the
+  table's end, not at its field's place in the model.
+
+Why not `bulk_create` / `raw()`: they compile the same statement anew on every call, which
+costs more CPU than PostgreSQL spends running it. In psycopg's pipeline mode a sent statement
+is only queued; its error (an IntegrityError) is raised at the pipeline's next sync.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from functools import cache
+from typing import Any, TypeVar
+
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
+
+from events.services import pipeline
+
+M = TypeVar("M", bound=models.Model)
+Statement = tuple[str, list[Any]]
+
+
+@cache
+def _fields(model: type[models.Model], with_pk: bool) -> tuple[models.Field, ...]:
+    return tuple(f for f in model._meta.concrete_fields if with_pk or not f.primary_key)
+
+
+@cache
+def _insert_sql(model: type[models.Model], with_pk: bool, count: int) -> str:
+    quote = connection.ops.quote_name
+    fields = _fields(model, with_pk)
+    columns = ", ".join(quote(f.column) for f in fields)
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    values = ", ".join([row] * count)
+    # Built from constants: names from model meta, a fixed placeholder tuple; values are params.
+    return f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES {values}"  # noqa: S608
+
+
+# Field classes (exactly these, no subclass) whose value psycopg writes as it is when it already
+# has the field's Python type — what `get_db_prep_save` would return unchanged. A booking writes
+# ~40 values; the field's own conversion runs for any other class or value.
+_PLAIN: dict[type[models.Field], type] = {
+    models.ForeignKey: int,
+    models.AutoField: int,
+    models.BigAutoField: int,
+    models.BooleanField: bool,
+    models.IntegerField: int,
+    models.BigIntegerField: int,
+    models.SmallIntegerField: int,
+    models.PositiveIntegerField: int,
+    models.PositiveSmallIntegerField: int,
+    models.PositiveBigIntegerField: int,
+    models.CharField: str,
+    models.TextField: str,
+    models.DateTimeField: datetime,  # aware values only (checked per value)
+}
+
+
+def _plain_type(field: models.Field) -> type | None:
+    if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+        return None  # pre_save sets it
+    if isinstance(field, models.ForeignKey) and type(field.target_field) not in _PLAIN:
+        return None
+    return _PLAIN.get(type(field))
+
+
+@cache
+def _plan(model: type[models.Model], with_pk: bool) -> tuple[tuple[Any, str, type | None], ...]:
+    return tuple((f, f.attname, _plain_type(f)) for f in _fields(model, with_pk))
+
+
+def insert_statement(instances: Sequence[models.Model]) -> Statement:
+    """The INSERT of the instances (all of one model). Primary keys: all given (they are
+    written) or all None (the database draws them; the instances keep pk None). The instances
+    count as saved from here on (`_state.adding` False)."""
+    if not instances:
+        raise ValueError("insert_statement() needs at least one instance")
+    model = type(instances[0])
+    with_pk = instances[0].pk is not None
+    wrapper = connections[DEFAULT_DB_ALIAS]
+    plain = _plan(model, with_pk)
+    params: list[Any] = []
+    for obj in instances:
+        if type(obj) is not model or (obj.pk is not None) != with_pk:
+            raise TypeError("insert takes instances of one model, all with or all without pk")
+        values = obj.__dict__
+        for field, attname, python_type in plain:
+            value = values.get(attname)
+            if python_type is None or (
+                value is not None
+                and (
+                    type(value) is not python_type
+                    or (isinstance(value, datetime) and value.tzinfo is None)
+                )
+            ):
+                value = field.get_db_prep_save(field.pre_save(obj, True), wrapper)
+            params.append(value)
+        obj._state.adding = False
+        obj._state.db = wrapper.alias
+    return _insert_sql(model, with_pk, len(instances)), params
+
+
+def combined(statements: Sequence[Statement]) -> Statement:
+    """One statement running all of them; every one but the last as a data-modifying CTE."""
+    *before, (sql, params) = statements
+    if not before:
+        return sql, params
+    ctes = ", ".join(f"w{index} AS ({part})" for index, (part, _) in enumerate(before))
+    return f"WITH {ctes} {sql}", [p for _, part_params in before for p in part_params] + params
+
+
+def send(statements: Sequence[Statement]):
+    """Send the statements as one (`combined`) on a new cursor, returned open: in pipeline
+    mode the caller keeps it until the pipeline's sync, then reads (or just closes) it."""
+    cursor = pipeline.cursor()
+    cursor.execute(*combined(statements))
+    return cursor
+
+
+@cache
+def columns(model: type[models.Model], alias: str) -> str:
+    """`alias.col, …` of every concrete field of the model, in field order (`load`'s order)."""
+    quote = connection.ops.quote_name
+    return ", ".join(f"{alias}.{quote(f.column)}" for f in model._meta.concrete_fields)
+
+
+def load(model: type[M], cursor) -> list[M]:
+    """Instances from the rows a select of `columns(model, …)` left in `cursor`; extra
+    trailing columns are ignored."""
+    names = [f.attname for f in model._meta.concrete_fields]
+    width = len(names)
+    return [model.from_db(connection.alias, names, row[:width]) for row in cursor.fetchall()]
+
+
+def json_value(value: str | Any) -> Any:
+    """A json/jsonb column's value: Django's connection hands them over as text."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def from_json(model: type[M], objects: Iterable[dict[str, Any]] | None) -> list[M]:
+    """Instances from `to_jsonb(row)` objects of the model's table (None: no rows)."""
+    fields = model._meta.concrete_fields
+    names = [f.attname for f in fields]
+    return [
+        model.from_db(connection.alias, names, [f.to_python(obj[f.column]) for f in fields])
+        for obj in objects or ()
+    ]

@@ -1,0 +1,215 @@
+"""The waiting list's public views (issue 18; docs/spec.md "Waiting list (issue 18)").
+
+- `POST /events/<id>/waitlist` (the event page's form, CSRF) and `POST /api/v1/events/<id>/
+  waitlist` (JSON, like the intake API: `application/json`, the pinned error shape, 503 with
+  `Retry-After` when Redis or the database does not answer) call `waitlist.join`, after the
+  intake's order of gates: unknown / unpublished event (404), then the `intake` rate limit —
+  the same counter as the registration form and API.
+- `GET /waitlist/offer/<token>/` shows a held offer and a confirm form; `POST` (CSRF) accepts
+  it (`waitlist.accept`) and answers 303 to the new registration's tickets page. They go
+  through the token routes' wrapper (`views._token_route`: secret, `token` rate limit, the
+  uniform 404 for any bad, old, removed, expired or accepted link, no token in any log line),
+  with `Referrer-Policy: same-origin` like the cancel step (its form must post its origin).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
+from django.views.decorators.http import require_http_methods, require_POST
+
+from events import ratelimit, selectors, waitlist_form
+from events.client import client_address
+from events.errors import (
+    CapabilityRefused,
+    Code,
+    DomainError,
+    NotFound,
+    RateLimited,
+    SecretMissing,
+    ValidationFailed,
+    http_status,
+)
+from events.models import ActorType, Event, Slot, Ticket
+from events.services import inputs, links, registrations, seats, waitlist
+from events.services.audit import Actor
+from events.views import UNAVAILABLE_RETRY_AFTER, _tickets_not_found, _token_route
+from events.views_api import json_post
+
+logger = logging.getLogger("events.attendee")
+
+PUBLIC = Actor(ActorType.PUBLIC, label="public waiting list")
+
+
+def _pick(model: type[Ticket] | type[Slot], event: Event, raw: Any) -> Any:
+    """The ticket / slot of the event an id names; None when none was given;
+    `registrations.UNKNOWN` when the id names nothing of this event."""
+    if raw is None or raw == "":
+        return None
+    pk = inputs.as_id(raw)
+    row = model.objects.filter(pk=pk, event=event).first() if pk is not None else None
+    return registrations.UNKNOWN if row is None else row
+
+
+def _join(event: Event, data: Mapping[str, Any]) -> waitlist.Joined:
+    return waitlist.join(
+        event=event,
+        ticket=_pick(Ticket, event, data.get("ticket_id", data.get("ticket"))),
+        slot=_pick(Slot, event, data.get("slot_id", data.get("slot"))),
+        name=data.get("name"),
+        email=data.get("email"),
+        actor=PUBLIC,
+    )
+
+
+# --- the event page's form ---------------------------------------------------------------------
+
+
+@require_POST
+def join_page(request: HttpRequest, event_id: int) -> HttpResponse:
+    event = selectors.public_event(event_id=event_id)
+    if event is None:
+        raise Http404("No such event.")
+    try:
+        ratelimit.hit(scope="intake", client=client_address(request))
+        joined = _join(event, request.POST)
+    except ratelimit.LimiterUnavailable as error:
+        logger.error("waiting list form: rate limiter unavailable (%s): answering 503", error)
+        response = render(request, "events/unavailable.html", {"event": event}, status=503)
+        response["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER)
+        return response
+    except DomainError as error:
+        now = timezone.now()
+        form = waitlist_form.build(
+            event=event,
+            now=now,
+            summaries=seats.ticket_summaries(event=event),
+            closed=selectors.closed_reason(event, now=now),
+            posted=request.POST,
+            error=error,
+        )
+        response = render(
+            request,
+            "events/waitlist_join.html",
+            {"event": event, "waitlist": form, "error": error},
+            status=http_status(error.code),
+        )
+        if isinstance(error, RateLimited):
+            response["Retry-After"] = str(error.details["retry_after"])
+        return response
+    return render(
+        request,
+        "events/waitlist_joined.html",
+        {
+            "event": event,
+            "entry": joined.entry,
+            "position": joined.position,
+            "created": joined.created,
+            "hours": settings.EVENT_WAITLIST_OFFER_HOURS,
+        },
+    )
+
+
+# --- the JSON API ------------------------------------------------------------------------------
+
+
+def _entry_body(joined: waitlist.Joined) -> dict[str, Any]:
+    entry = joined.entry
+    return {
+        "id": entry.pk,
+        "event_id": entry.event_id,
+        "ticket_id": entry.ticket_id,
+        "slot_id": entry.slot_id,
+        "state": entry.state,
+        "position": joined.position,
+    }
+
+
+@json_post(
+    what="joins the waiting list",
+    api="waiting list API",
+    limiter_message="The waiting list is temporarily unavailable; try again soon.",
+)
+def join_api(request: HttpRequest, event_id: int) -> JsonResponse:
+    """201 with the new entry; 200 with the existing one when the person was on the list."""
+    body = request.body
+    event = Event.objects.filter(pk=event_id, is_published=True, active=True).first()
+    if event is None:
+        raise NotFound("No such event.")
+    ratelimit.hit(scope="intake", client=client_address(request))
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        payload = None
+    if not isinstance(payload, Mapping):
+        raise ValidationFailed("The body must be a JSON object.", code="invalid_value")
+    joined = _join(event, payload)
+    response = JsonResponse(_entry_body(joined), status=201 if joined.created else 200)
+    response["Cache-Control"] = "private, no-store"
+    return response
+
+
+# --- the offer link ----------------------------------------------------------------------------
+
+# Why a valid, open offer could not be accepted, told as such (anything else: a general message,
+# logged). A bad or dead link never gets here: it is the uniform 404.
+REFUSALS = {
+    Code.SOLD_OUT: "The organiser reduced the seats of this event, so this offer can no longer "
+    "be honoured. Please contact the organiser.",
+    Code.REGISTRATIONS_CLOSED: "Registrations for this event are closed.",
+    Code.PRICED_TICKET: "This ticket is now sold through the organiser's shop, not here.",
+}
+NOT_NOW = "Your seat could not be confirmed just now. Please try again in a moment."
+
+
+@csrf_exempt  # checked inside the token gates (csrf_protect below), so a refusal gets them too
+@require_http_methods(["GET", "POST"])
+@_token_route(_tickets_not_found, referrer_policy="same-origin")
+@csrf_protect
+def offer(request: HttpRequest, token: str) -> HttpResponse:
+    """GET: the offer (event, seat, until when) and its confirm form. POST (CSRF):
+    `waitlist.accept`, then 303 to the registration's tickets page (again for an offer
+    accepted before: a double submit lands on the same tickets)."""
+    now = timezone.now()
+    if request.method == "GET":
+        return _offer_page(request, waitlist.offer_for(token=token, now=now))
+    try:
+        accepted = waitlist.accept(token=token, now=now)
+    except (CapabilityRefused, SecretMissing):
+        raise  # the token gates' answers (the uniform 404, 503)
+    except DomainError as error:
+        message = REFUSALS.get(error.code)
+        if message is None:
+            logger.error("waiting list offer: refused with %s", error)
+        response = _offer_page(
+            request, waitlist.offer_for(token=token, now=now), error=message or NOT_NOW
+        )
+        response.status_code = http_status(error.code)
+        return response
+    response = redirect(links.tickets_path(accepted.registration))
+    response.status_code = 303
+    return response
+
+
+def _offer_page(request: HttpRequest, entry, *, error: str = "") -> HttpResponse:
+    event = entry.event
+    slot = entry.slot if event.is_multi_slots else None
+    return render(
+        request,
+        "events/waitlist_offer.html",
+        {
+            "entry": entry,
+            "event": event,
+            "begin": slot.start_datetime if slot is not None else event.date_begin,
+            "offer_path": request.path,
+            "error": error,
+        },
+    )

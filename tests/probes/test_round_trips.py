@@ -1,0 +1,203 @@
+"""Round trips per booking, counted on the wire (issue 17): a booking of 1 or n attendees
+costs four waits for PostgreSQL whatever the event carries — BEGIN; the Event lock with the
+reads under it; every write; COMMIT (events/services/registrations.py) — and a refusal the same.
+
+The count is taken by a TCP proxy between Django and PostgreSQL that reads the server's
+protocol stream and counts ReadyForQuery messages: PostgreSQL sends exactly one whenever the
+client waits for the end of what it sent (a simple query, or a Sync of the extended protocol
+and of pipeline mode). A statement sent without waiting (pipelined) adds no ReadyForQuery, so
+this counts round trips, not statements; the statements are counted beside it
+(CaptureQueriesContext) to show the difference.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from events.errors import SeatsUnavailable
+from events.models import IntervalType, IntervalUnit, QuestionType
+from events.services import registrations
+from tests.events import factories
+
+BOOKING_ROUND_TRIPS = 4  # BEGIN; lock + reads; writes; COMMIT (or ROLLBACK)
+
+
+class WireCounter:
+    """A TCP proxy to PostgreSQL counting the server's ReadyForQuery ('Z') messages."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.upstream = (host, port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.ready_for_query = 0
+        self.lock = threading.Lock()
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.ready_for_query = 0
+
+    def count(self) -> int:
+        with self.lock:
+            return self.ready_for_query
+
+    def close(self) -> None:
+        self.listener.close()
+        for sock in self.sockets:
+            sock.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            for sock in (client, server):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.sockets += [client, server]
+            threading.Thread(target=self._pump, args=(client, server, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, True), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, from_server: bool) -> None:
+        pending = b""
+        while True:
+            try:
+                data = source.recv(65536)
+            except OSError:
+                return
+            if not data:
+                try:
+                    sink.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+                return
+            if from_server:
+                # Messages are a type byte and a length that counts itself (sslmode and
+                # gssencmode are off on this connection, so the stream is framed from its start).
+                pending += data
+                while len(pending) >= 5:
+                    (length,) = struct.unpack("!i", pending[1:5])
+                    if len(pending) < 1 + length:
+                        break
+                    if pending[:1] == b"Z":
+                        with self.lock:
+                            self.ready_for_query += 1
+                    pending = pending[1 + length :]
+            # Counted before forwarded: the client cannot go on before the count is taken.
+            try:
+                sink.sendall(data)
+            except OSError:  # the other side closed (the fixture's teardown)
+                return
+
+
+@pytest.fixture
+def wire() -> Iterator[WireCounter]:
+    """The default connection, reconnected through the counting proxy for the test."""
+    settings = connection.settings_dict
+    saved = (settings["HOST"], settings["PORT"], dict(settings["OPTIONS"]))
+    counter = WireCounter(settings["HOST"] or "127.0.0.1", int(settings["PORT"] or 5432))
+    connection.close()
+    settings["HOST"], settings["PORT"] = "127.0.0.1", str(counter.port)
+    settings["OPTIONS"].update(sslmode="disable", gssencmode="disable")
+    try:
+        connection.ensure_connection()
+        yield counter
+    finally:
+        connection.close()
+        settings["HOST"], settings["PORT"] = saved[0], saved[1]
+        settings["OPTIONS"].clear()
+        settings["OPTIONS"].update(saved[2])
+        counter.close()
+
+
+def book(wire: WireCounter, event, attendees: int, **kwargs) -> tuple[int, int]:
+    """(round trips, statements) of one register() call."""
+    wire.reset()
+    with CaptureQueriesContext(connection) as statements:
+        registrations.register(
+            event=event,
+            attendees=[{"name": f"A{i}", "email": f"a{i}@example.org"} for i in range(attendees)],
+            actor="system",
+            **kwargs,
+        )
+    return wire.count(), len(statements.captured_queries)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_proxy_counts_one_round_trip_per_plain_statement(wire):
+    """The counter itself: three statements sent one after another are three round trips."""
+    wire.reset()
+    with connection.cursor() as cursor:
+        for _ in range(3):
+            cursor.execute("SELECT 1")
+    assert wire.count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_booking_is_four_round_trips_for_one_or_many_attendees(wire):
+    event = factories.EventFactory(seats_limited=True, seats_max=100)
+    for attendees in (1, 1, 5, 30):  # the second 1: statements now prepared on the connection
+        round_trips, statements = book(wire, event, attendees)
+        assert round_trips == BOOKING_ROUND_TRIPS, (attendees, round_trips)
+        # BEGIN, the lock, the reads, the writes, the lead-request hook, COMMIT
+        assert statements == 6, statements
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_booking_with_ticket_slot_questions_and_scheduler_is_still_four(wire):
+    event = factories.EventFactory(seats_limited=True, seats_max=100, is_multi_slots=True)
+    slot = factories.SlotFactory(event=event)
+    ticket = factories.TicketFactory(event=event, seats_max=50)
+    text = factories.QuestionFactory(event=event, question_type=QuestionType.TEXT_BOX)
+    choice = factories.QuestionChoiceFactory(question__event=event)
+    factories.MailFactory(
+        event=event,
+        interval_type=IntervalType.AFTER_SUB,
+        interval_unit=IntervalUnit.HOURS,
+        scheduled_date=None,
+    )
+    answers = {str(text.pk): "Vegetarian", str(choice.question_id): choice.pk}
+
+    wire.reset()
+    rows = registrations.register(
+        event=event,
+        attendees=[{"name": f"A{i}", "answers": answers} for i in range(3)],
+        ticket=ticket,
+        slot=slot,
+        actor="system",
+    )
+    assert wire.count() == BOOKING_ROUND_TRIPS
+    assert {r.ticket_id for r in rows} == {ticket.pk}
+    assert sum(r.answers.count() for r in rows) == 6
+    assert all(r.mail_rows.count() == 1 for r in rows)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refused_booking_costs_the_same_four_and_writes_nothing(wire):
+    event = factories.EventFactory(seats_limited=True, seats_max=2)
+    book(wire, event, 2)
+
+    wire.reset()
+    with pytest.raises(SeatsUnavailable):
+        registrations.register(event=event, attendees=[{"name": "Late"}], actor="system")
+    assert wire.count() == BOOKING_ROUND_TRIPS  # BEGIN; reads; writes; ROLLBACK
+    assert event.registrations.count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_event_starting_soon_books_the_same_way(wire):
+    """A control that the count does not depend on the event's dates (reminder windows)."""
+    event = factories.EventFactory(seats_limited=False)
+    event.date_begin = event.date_begin - timedelta(days=9)
+    event.save(update_fields=["date_begin"])
+    assert book(wire, event, 2)[0] == BOOKING_ROUND_TRIPS
