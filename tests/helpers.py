@@ -25,6 +25,28 @@ from events.models import (
     SeatLedger,
 )
 
+DRAFT, OPEN, DONE, CANCEL = "draft", "open", "done", "cancel"
+HOLDING = (OPEN, DONE)
+# spec.md §4, written out here (never imported from the service): (from, to) → the verb that
+# makes it. The model-checked and the property tests compare the code with this one copy.
+SPEC_TRANSITIONS = {
+    (DRAFT, OPEN): "confirm",
+    (OPEN, DONE): "mark_attended",
+    (DONE, OPEN): "undo_attendance",
+    (DRAFT, CANCEL): "cancel",
+    (OPEN, CANCEL): "cancel",
+    (OPEN, DRAFT): "reset_to_draft",
+    (CANCEL, DRAFT): "reset_to_draft",
+}
+# The state each verb leads to.
+SPEC_TARGET = {
+    "confirm": OPEN,
+    "mark_attended": DONE,
+    "undo_attendance": OPEN,
+    "cancel": CANCEL,
+    "reset_to_draft": DRAFT,
+}
+
 
 def snapshot(event) -> dict:
     """Everything a verb on `event` could write: its registrations (state, contact, dates),

@@ -45,31 +45,14 @@ from events.services import events as event_verbs
 from events.services import registrations, seats
 from events.services.audit import Actor
 from events.services.tickets import create_ticket
-from tests.helpers import run_concurrently, snapshot
+from tests.helpers import DRAFT, HOLDING, OPEN, run_concurrently, snapshot
+from tests.helpers import SPEC_TARGET as TARGET
+from tests.helpers import SPEC_TRANSITIONS as TRANSITIONS
 
 STAFF = Actor("user", id="ledger-property", label="ledger property")
 BEGIN = datetime(2030, 1, 7, 8, 0, tzinfo=UTC)
 THREADS = 8
 
-DRAFT, OPEN, DONE, CANCEL = "draft", "open", "done", "cancel"
-HOLDING = (OPEN, DONE)
-# spec.md §4, copied (not imported): (from, to) → the verb that makes it.
-TRANSITIONS = {
-    (DRAFT, OPEN): "confirm",
-    (OPEN, DONE): "mark_attended",
-    (DONE, OPEN): "undo_attendance",
-    (DRAFT, CANCEL): "cancel",
-    (OPEN, CANCEL): "cancel",
-    (OPEN, DRAFT): "reset_to_draft",
-    (CANCEL, DRAFT): "reset_to_draft",
-}
-TARGET = {
-    "confirm": OPEN,
-    "mark_attended": DONE,
-    "undo_attendance": OPEN,
-    "cancel": CANCEL,
-    "reset_to_draft": DRAFT,
-}
 AUDIT_VERB = {
     "confirm": "registration.confirmed",
     "mark_attended": "registration.attended",

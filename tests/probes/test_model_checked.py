@@ -78,6 +78,9 @@ from seams import services as seam
 from seams.models import SeamInbox, SeamOrder
 from tests.booths.factories import BoothFactory
 from tests.events import factories as ev
+from tests.helpers import CANCEL, DONE, DRAFT, HOLDING, OPEN
+from tests.helpers import SPEC_TARGET as TARGET
+from tests.helpers import SPEC_TRANSITIONS as TRANSITIONS
 from tests.seams.host import new_secret, order_message, signed_headers, ticket_line
 
 pytestmark = pytest.mark.django_db
@@ -94,25 +97,6 @@ MACHINE_SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 
-DRAFT, OPEN, DONE, CANCEL = "draft", "open", "done", "cancel"
-HOLDING = (OPEN, DONE)
-# spec.md §4: (from, to) → the verb that makes it.
-TRANSITIONS = {
-    (DRAFT, OPEN): "confirm",
-    (OPEN, DONE): "mark_attended",
-    (DONE, OPEN): "undo_attendance",
-    (DRAFT, CANCEL): "cancel",
-    (OPEN, CANCEL): "cancel",
-    (OPEN, DRAFT): "reset_to_draft",
-    (CANCEL, DRAFT): "reset_to_draft",
-}
-TARGET = {
-    "confirm": OPEN,
-    "mark_attended": DONE,
-    "undo_attendance": OPEN,
-    "cancel": CANCEL,
-    "reset_to_draft": DRAFT,
-}
 ORDERS = ("SO-A", "SO-B", "SO-C")
 KINDS = ("order.confirmed", "order.confirmed", "order.paid", "order.cancelled")
 ORDER_STATE = {"order.confirmed": "confirmed", "order.paid": "paid", "order.cancelled": "cancelled"}

@@ -12,6 +12,7 @@ this counts round trips, not statements; the statements are counted beside it
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
@@ -76,10 +77,9 @@ class WireCounter:
             except OSError:
                 return
             if not data:
-                try:
+                # Pass the end on; the other side may already be closed (the teardown).
+                with contextlib.suppress(OSError):
                     sink.shutdown(socket.SHUT_WR)
-                except OSError:
-                    pass
                 return
             if from_server:
                 # Messages are a type byte and a length that counts itself (sslmode and
