@@ -11,7 +11,10 @@ pipelining changes when the client waits, not what the server does.
   database errors (IntegrityError …), like those of an ordinary `cursor.execute`;
 - a result is read from its cursor after a `sync()` (or after the block), never before;
 - psycopg starts a transaction (BEGIN) with a sync of its own, so the first statement of a
-  transaction costs its own round trip whatever the mode;
+  transaction costs its own round trip — unless the block opens the transaction itself
+  (`own_transaction`): then BEGIN travels with the first statements, and the COMMIT may travel
+  with the last (`Pipeline.commit`); BEGIN and COMMIT are not logged as statements, as when
+  psycopg sends them;
 - `cursor()` binds parameters on the server, so psycopg prepares a statement it has seen
   before on this connection (DATABASES OPTIONS `prepare_threshold`): PostgreSQL then parses
   and plans it once per connection instead of on every booking. Django's own cursors bind on
@@ -29,16 +32,27 @@ from django.db.backends.postgresql.base import (  # type: ignore[attr-defined]  
     CursorDebugWrapper,
     ServerBindingCursor,
 )
+from psycopg import pq
 
 
 class Pipeline:
-    def __init__(self, pipeline) -> None:
+    def __init__(self, pipeline, raw, owns_transaction: bool) -> None:
         self._pipeline = pipeline
+        self._raw = raw  # the psycopg connection
+        self.owns_transaction = owns_transaction
 
     def sync(self) -> None:
         """Send what is queued and wait for every answer (one round trip)."""
         with connection.wrap_database_errors:
             self._pipeline.sync()
+
+    def commit(self) -> None:
+        """Queue the COMMIT of a transaction this pipeline opened (`own_transaction`); it runs
+        at the block's end, after everything queued before it, and is skipped when any of those
+        failed (the transaction is then rolled back). Nothing else: otherwise the atomic block
+        commits as usual."""
+        if self.owns_transaction:
+            self._raw.execute(b"COMMIT", prepare=False)
 
 
 class _Logged(CursorDebugWrapper):
@@ -60,9 +74,41 @@ def cursor():
 
 
 @contextmanager
-def pipelined() -> Iterator[Pipeline]:
+def pipelined(*, own_transaction: bool = False) -> Iterator[Pipeline]:
     """Statements executed inside the block are queued; the block's end sends and waits for
-    whatever is still queued (one round trip)."""
+    whatever is still queued (one round trip).
+
+    `own_transaction`: when the block runs first thing in an outermost `transaction.atomic()`
+    (nothing sent in it yet), it opens the transaction itself — BEGIN is queued with the
+    block's first statements instead of costing a round trip of its own — and may queue the
+    COMMIT (`Pipeline.commit`). Anywhere else (a savepoint, a transaction already under way)
+    it changes nothing and the atomic block commits as usual."""
     connection.ensure_connection()
-    with connection.wrap_database_errors, connection.connection.pipeline() as pipeline:
-        yield Pipeline(pipeline)
+    raw = connection.connection
+    owned = own_transaction and _may_own_transaction(raw)
+    if owned:
+        # psycopg would send BEGIN with a sync of its own; in autocommit it sends none, and the
+        # BEGIN queued below opens the transaction. Django's atomic block still ends it: its
+        # commit (or rollback) is a no-op once the queued COMMIT ran, and it restores
+        # autocommit as always.
+        raw.autocommit = True
+    try:
+        with connection.wrap_database_errors, raw.pipeline() as pipeline:
+            if owned:
+                raw.execute(b"BEGIN", prepare=False)
+            yield Pipeline(pipeline, raw, owned)
+    finally:
+        if owned and raw.info.transaction_status == pq.TransactionStatus.IDLE:
+            # Committed (or never begun): a statement after the block starts a transaction
+            # of its own again, which the atomic block commits. After a failure the status is
+            # not idle; the atomic block's rollback and autocommit restore see to it.
+            raw.autocommit = False
+
+
+def _may_own_transaction(raw) -> bool:
+    return (
+        connection.in_atomic_block
+        and len(connection.atomic_blocks) == 1
+        and not raw.autocommit
+        and raw.info.transaction_status == pq.TransactionStatus.IDLE
+    )

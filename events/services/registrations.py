@@ -7,21 +7,22 @@ Invariants:
   then decide, then write); a request for n attendees succeeds or fails whole;
 - every verb writes its audit rows in the same transaction; side effects run after commit.
 
-The booking (`register`) waits for PostgreSQL four times, whatever the number of attendees
+The booking (`register`) waits for PostgreSQL twice, whatever the number of attendees
 (psycopg pipeline mode, events.services.pipeline; counted on the wire by
 tests/probes/test_round_trips.py):
-1. BEGIN (psycopg opens a transaction with a round trip of its own);
-2. the Event row lock and, in later statements of the same round trip, what the decision needs
-   as committed once the lock is granted: flags, stage, ticket, questions, after_sub
+1. BEGIN, the Event row lock and, in later statements of the same round trip, what the decision
+   needs as committed once the lock is granted: flags, stage, ticket, questions, after_sub
    schedulers, the new registrations' ids (locks.read_for_booking);
-3. every write as one statement — the seat increment (an upsert returning the counters it
-   produced) with the registrations, answers and audit rows as data-modifying CTEs — plus the
-   after_sub rows and the overlays' hooks, sent together;
-4. COMMIT, once every limit was checked against the counters the increment returned
-   (seats.Reservation.check); a refusal raises before it and the atomic block rolls the
-   whole statement back (ROLLBACK instead).
+2. every write as one statement — the seat increment (an upsert returning the counters it
+   produced, and checking every limit against them: seats.send_reserve) with the
+   registrations, answers and audit rows as data-modifying CTEs — plus the after_sub rows and
+   the overlays' hooks, then COMMIT, sent together. A refusal (a limit exceeded, a unique
+   barcode taken) fails its statement: PostgreSQL then skips the COMMIT queued behind it and
+   the atomic block rolls the transaction back (a third round trip, ROLLBACK); the seat
+   guard's refusal comes out as `SeatsUnavailable`.
 Inside a caller's transaction the atomic block is a savepoint (SAVEPOINT and RELEASE cost a
-round trip each) and there is no BEGIN/COMMIT of its own.
+round trip each), BEGIN and COMMIT are the caller's, and the writes take a round trip of their
+own.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import secrets
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 
 from events import hooks
@@ -331,117 +332,127 @@ def _register(
     actor: Any,
     now,
 ) -> list[Registration]:
-    # The booking in four round trips, whatever the number of attendees (module docstring):
-    # BEGIN; the lock and the reads under it; the writes; COMMIT.
+    # The booking in two round trips, whatever the number of attendees (module docstring):
+    # BEGIN with the lock and the reads under it; the writes with COMMIT.
+    sent: Any = None
     with transaction.atomic():
-        with pipeline.pipelined() as pipe:
-            reads = locks.read_for_booking(
-                event_id,
-                ticket_id=ticket.pk if ticket is not None else None,
-                count=len(attendees),
-                pipe=pipe,
-            )
-            event = reads.event
-            if state == S.OPEN and event.kanban_state == KanbanState.CANCEL:
-                raise RegistrationsClosed("The event is cancelled.", reason="cancelled")
-            # The ticket as committed now (its limit, sale window and price may have changed
-            # since the caller read it; ticket edits take this same lock).
-            fresh: Ticket | _Unknown | None = None
-            if ticket is not None:
-                fresh = reads.ticket or UNKNOWN
-            ticket, slot = check_pair(
-                event=event, has_tickets=event.has_tickets, ticket=fresh, slot=slot
-            )
-            if recheck is not None:
-                recheck(event, ticket)
-            questions = reads.questions
-            answers = [
-                clean_answers(
-                    questions=questions,
-                    choices=reads.choices,
-                    raw=a.get("answers"),
-                    attendee=index,
-                    country=event.country,
+        try:
+            with pipeline.pipelined(own_transaction=True) as pipe:
+                reads = locks.read_for_booking(
+                    event_id,
+                    ticket_id=ticket.pk if ticket is not None else None,
+                    count=len(attendees),
+                    pipe=pipe,
                 )
-                for index, a in enumerate(attendees)
-            ]
-            _copy_once_per_order(questions, answers)
-            sources = list(contact_sources or [ContactSource.ATTENDEE] * len(attendees))
-
-            rows = []
-            for index, attendee in enumerate(attendees):
-                fields = _contact_fields(event, index, attendee, questions, answers[index])
-                rows.append(
-                    Registration(
-                        pk=reads.ids[index],
-                        event=event,
-                        ticket=ticket,
-                        slot=slot,
-                        state=state,
-                        barcode=new_barcode(),
-                        partner_ref=partner_ref,
-                        contact_source=sources[index],
-                        sale_order_ref=sale_order_ref,
-                        sale_order_line_ref=sale_order_line_ref,
-                        sale_status=sale_status,
-                        utm_source=utm.get("source", "") or "",
-                        utm_medium=utm.get("medium", "") or "",
-                        utm_campaign=utm.get("campaign", "") or "",
-                        confirmed_at=now if state == S.OPEN else None,
-                        **fields,
+                event = reads.event
+                if state == S.OPEN and event.kanban_state == KanbanState.CANCEL:
+                    raise RegistrationsClosed("The event is cancelled.", reason="cancelled")
+                # The ticket as committed now (its limit, sale window and price may have changed
+                # since the caller read it; ticket edits take this same lock).
+                fresh: Ticket | _Unknown | None = None
+                if ticket is not None:
+                    fresh = reads.ticket or UNKNOWN
+                ticket, slot = check_pair(
+                    event=event, has_tickets=event.has_tickets, ticket=fresh, slot=slot
+                )
+                if recheck is not None:
+                    recheck(event, ticket)
+                questions = reads.questions
+                answers = [
+                    clean_answers(
+                        questions=questions,
+                        choices=reads.choices,
+                        raw=a.get("answers"),
+                        attendee=index,
+                        country=event.country,
                     )
-                )
+                    for index, a in enumerate(attendees)
+                ]
+                _copy_once_per_order(questions, answers)
+                sources = list(contact_sources or [ContactSource.ATTENDEE] * len(attendees))
 
-            # The writes, as one statement (the seat increment with the inserts as CTEs); the
-            # block's end waits for its answer.
-            writes = [sql_rows.insert_statement(rows)]
-            answer_rows = [
-                RegistrationAnswer(
-                    registration=row,
-                    question_id=question_id,
-                    choice_id=value if isinstance(value, int) else None,
-                    text_value=None if isinstance(value, int) else value,
-                )
-                for row, row_answers in zip(rows, answers, strict=True)
-                for question_id, value in row_answers.items()
-            ]
-            if answer_rows:
-                writes.append(sql_rows.insert_statement(answer_rows))
-            audit_rows = [
-                audit.entry(
-                    actor=actor,
-                    verb="registration.created",
-                    registration=row,
-                    data={
-                        "state": row.state,
-                        "ticket": row.ticket_id,
-                        "slot": row.slot_id,
-                        "order": row.sale_order_ref,
-                    },
-                )
-                for row in rows
-            ]
-            writes.append(sql_rows.insert_statement(audit_rows))
-            if state == S.OPEN:
-                sent = seats.send_reserve(
-                    event=event,
-                    slot_id=slot.pk if slot is not None else None,
-                    ticket=ticket,
-                    count=len(rows),
-                    from_held=held_seats,
-                    together_with=writes,
-                )
-            else:
-                sent = sql_rows.send(writes)
-            if state == S.OPEN and reads.after_sub:
-                scheduler.registrations_opened(
-                    event=event, registrations=rows, now=now, schedulers=reads.after_sub
-                )
-            hooks.run(hooks.registrations_changed, rows, actor)
-        # Every limit decided on the counters the increment produced; a refusal raises here,
-        # inside the atomic block, which rolls every write back.
+                rows = []
+                for index, attendee in enumerate(attendees):
+                    fields = _contact_fields(event, index, attendee, questions, answers[index])
+                    rows.append(
+                        Registration(
+                            pk=reads.ids[index],
+                            event=event,
+                            ticket=ticket,
+                            slot=slot,
+                            state=state,
+                            barcode=new_barcode(),
+                            partner_ref=partner_ref,
+                            contact_source=sources[index],
+                            sale_order_ref=sale_order_ref,
+                            sale_order_line_ref=sale_order_line_ref,
+                            sale_status=sale_status,
+                            utm_source=utm.get("source", "") or "",
+                            utm_medium=utm.get("medium", "") or "",
+                            utm_campaign=utm.get("campaign", "") or "",
+                            confirmed_at=now if state == S.OPEN else None,
+                            **fields,
+                        )
+                    )
+
+                # The writes, as one statement (the seat increment with the inserts as CTEs); the
+                # block's end waits for its answer.
+                writes = [sql_rows.insert_statement(rows)]
+                answer_rows = [
+                    RegistrationAnswer(
+                        registration=row,
+                        question_id=question_id,
+                        choice_id=value if isinstance(value, int) else None,
+                        text_value=None if isinstance(value, int) else value,
+                    )
+                    for row, row_answers in zip(rows, answers, strict=True)
+                    for question_id, value in row_answers.items()
+                ]
+                if answer_rows:
+                    writes.append(sql_rows.insert_statement(answer_rows))
+                audit_rows = [
+                    audit.entry(
+                        actor=actor,
+                        verb="registration.created",
+                        registration=row,
+                        data={
+                            "state": row.state,
+                            "ticket": row.ticket_id,
+                            "slot": row.slot_id,
+                            "order": row.sale_order_ref,
+                        },
+                    )
+                    for row in rows
+                ]
+                writes.append(sql_rows.insert_statement(audit_rows))
+                if state == S.OPEN:
+                    sent = seats.send_reserve(
+                        event=event,
+                        slot_id=slot.pk if slot is not None else None,
+                        ticket=ticket,
+                        count=len(rows),
+                        from_held=held_seats,
+                        together_with=writes,
+                    )
+                else:
+                    sent = sql_rows.send(writes)
+                if state == S.OPEN and reads.after_sub:
+                    scheduler.registrations_opened(
+                        event=event, registrations=rows, now=now, schedulers=reads.after_sub
+                    )
+                hooks.run(hooks.registrations_changed, rows, actor)
+                # Last: COMMIT (when the pipeline opened the transaction) runs only if every
+                # statement before it succeeded — the seat guard's refusal included.
+                pipe.commit()
+        except DatabaseError as exc:
+            # The limits were decided by the increment's own statement (seats.send_reserve);
+            # its refusal surfaces at the sync as a database error.
+            refusal = sent.refusal(exc) if isinstance(sent, seats.Reservation) else None
+            if refusal is None:
+                raise
+            raise refusal from exc
         if isinstance(sent, seats.Reservation):
-            sent.check()
+            sent.check()  # the counters it produced (the check itself ran in the statement)
         else:
             sent.close()
     return rows

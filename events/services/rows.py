@@ -9,7 +9,8 @@
 - `combined(statements)` is one statement running several: every statement but the last
   becomes a data-modifying CTE (`WITH w0 AS (INSERT …), w1 AS (INSERT …) <last>`). PostgreSQL
   runs every part, in one snapshot, and an error in any part (a unique or foreign-key
-  violation) fails the whole statement. Only statements that do not start with WITH combine.
+  violation) fails the whole statement. Every statement but the last must not start with
+  WITH; the last may (its CTEs follow the others: the seat guard, seats._guarded).
 - `columns(model, alias)` is the select list of a model's columns, in field order;
   `load(model, cursor)` turns the rows of such a select into instances (`Model.from_db`) and
   `from_json(model, objects)` the `to_jsonb(row)` objects of its table (each value through the
@@ -118,12 +119,17 @@ def insert_statement(instances: Sequence[models.Model]) -> Statement:
 
 
 def combined(statements: Sequence[Statement]) -> Statement:
-    """One statement running all of them; every one but the last as a data-modifying CTE."""
+    """One statement running all of them; every one but the last as a data-modifying CTE (a
+    last statement with CTEs of its own keeps them, after these)."""
     *before, (sql, params) = statements
     if not before:
         return sql, params
     ctes = ", ".join(f"w{index} AS ({part})" for index, (part, _) in enumerate(before))
-    return f"WITH {ctes} {sql}", [p for _, part_params in before for p in part_params] + params
+    params = [p for _, part_params in before for p in part_params] + params
+    body = sql.lstrip()
+    if body[:5].upper() == "WITH ":
+        return f"WITH {ctes}, {body[5:]}", params
+    return f"WITH {ctes} {sql}", params
 
 
 def send(statements: Sequence[Statement]):

@@ -14,10 +14,12 @@ Nothing else in the project counts registrations for seats; `seats_audit` recoun
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import DatabaseError
 from django.db.models import Count, Q
 
 from events.errors import SeatsUnavailable
@@ -319,13 +321,13 @@ def reserve(
     so they are not taken twice — the check still refuses when a limit lowered meanwhile is now
     below what is taken.
 
-    The caller holds the Event row lock. The counters are incremented first (one upsert that
-    returns the new values under the ledger rows' own row locks), then every applicable limit
-    is checked against those values; when one is exceeded `SeatsUnavailable` is raised and the
-    caller's atomic block rolls the increment back with everything else — so the caller must
-    let the error leave its `transaction.atomic()` block (every verb here does).
-    Checking the values the increment produced, under their row locks, keeps the decision right
-    even for a path that forgot the Event lock.
+    The caller holds the Event row lock. One statement increments the counters (an upsert that
+    returns the new values under the ledger rows' own row locks) and checks every applicable
+    limit against those values (`events_seats_guard`, migration 0010); when one is exceeded the
+    statement fails and `SeatsUnavailable` is raised: the caller's atomic block rolls back with
+    everything else — so the caller must let the error leave its `transaction.atomic()` block
+    (every verb here does). Checking the values the increment produced, under their row locks,
+    keeps the decision right even for a path that forgot the Event lock.
     """
     send_reserve(
         event=event, slot_id=slot_id, ticket=ticket, count=count, hold=hold, from_held=from_held
@@ -334,11 +336,13 @@ def reserve(
 
 @dataclass
 class Reservation:
-    """A reserve increment that was sent and whose counters are read later (`check`).
+    """A reserve statement that was sent and whose counters are read later (`check`).
 
-    In pipeline mode (registrations.register) the upsert travels in the same round trip as the
-    booking's inserts; `check()` then reads the counters it produced and refuses exactly as
-    `reserve` does. Until `check()` passed the booking must not commit."""
+    The limits are checked by the statement itself: in pipeline mode (registrations.register)
+    its refusal is raised at the pipeline's sync, inside `refusals()`, which turns it into
+    `SeatsUnavailable`; so a booking can queue its COMMIT right behind the statement, and a
+    refusal aborts the transaction before the COMMIT runs. `check()` reads the counters the
+    statement produced (after the sync) and returns them."""
 
     event: Event
     slot_id: int | None
@@ -346,17 +350,13 @@ class Reservation:
     count: int
     _pending: _Applied
 
-    def check(self) -> None:
-        after = self._pending.result()
-        missing = 0
-        for key, maximum in _limits(self.event, self.slot_id, self.ticket):
-            missing = max(missing, min(self.count, sum(after[key]) - maximum))
-        if missing > 0:
-            ticket_id = self.ticket.pk if self.ticket is not None else None
-            raise SeatsUnavailable(
-                f"Not enough seats: {missing} missing.",
-                missing=[{"slot_id": self.slot_id, "ticket_id": ticket_id, "missing": missing}],
-            )
+    def check(self) -> dict[Key, tuple[int, int, int]]:
+        return self._pending.result()
+
+    def refusal(self, exc: DatabaseError) -> Exception | None:
+        """The error to raise for `exc` when it is the guard's refusal of this reservation
+        (`SeatsUnavailable`), else None."""
+        return _refusal(exc, self.slot_id, self.ticket)
 
 
 def send_reserve(
@@ -369,10 +369,13 @@ def send_reserve(
     from_held: int = 0,
     together_with: Sequence[rows.Statement] = (),
 ) -> Reservation:
-    """Send `reserve`'s increment; the caller calls `check()` on the result before it commits
-    (after its pipeline's sync when it pipelines). `together_with`: INSERT statements
-    (`rows.insert_statement`) sent in the same statement as the increment (`rows.combined`),
-    so a whole booking's writes are one statement; they are rolled back with it on a refusal."""
+    """Send `reserve`'s statement, its limit check included. Outside pipeline mode it runs
+    here and a refusal raises `SeatsUnavailable` here; in pipeline mode the refusal surfaces at
+    the caller's sync, which turns it into `SeatsUnavailable` with `Reservation.refusal`. The
+    caller reads the counters with `check()` afterwards. `together_with`:
+    INSERT statements (`rows.insert_statement`) sent in the same statement as the increment
+    (`rows.combined`), so a whole booking's writes are one statement; they are rolled back with
+    it on a refusal."""
     if not 0 <= from_held <= count or (hold and from_held):
         raise ValueError(f"from_held={from_held} of count={count} (hold={hold})")
     ticket_id = ticket.pk if ticket is not None else None
@@ -380,8 +383,44 @@ def send_reserve(
         change = Hold(slot_id, ticket_id, held=count)
     else:
         change = Hold(slot_id, ticket_id, reserved=count, held=-from_held)
-    pending = _send_apply(event, [change], together_with)
+    guard = (count, _limits(event, slot_id, ticket))
+    with refusals(slot_id, ticket):  # outside pipeline mode the statement runs (and refuses) here
+        pending = _send_apply(event, [change], together_with, guard=guard)
     return Reservation(event, slot_id, ticket, count, pending)
+
+
+def _refusal(exc: DatabaseError, slot_id: int | None, ticket: Ticket | None) -> Exception | None:
+    """The guard's refusal carried by a database error, as the error to raise; None when the
+    error is not the guard's."""
+    diag = getattr(exc.__cause__, "diag", None)
+    message = getattr(diag, "message_primary", None)
+    if diag is None or message not in _GUARD_MESSAGES:
+        return None
+    if message == "events_seat_ledger_rows_missing":
+        return RuntimeError(f"seat ledger is missing rows ({diag.message_detail}); run seats_audit")
+    missing = int(diag.message_detail)
+    ticket_id = ticket.pk if ticket is not None else None
+    return SeatsUnavailable(
+        f"Not enough seats: {missing} missing.",
+        missing=[{"slot_id": slot_id, "ticket_id": ticket_id, "missing": missing}],
+    )
+
+
+_GUARD_MESSAGES = ("events_seats_unavailable", "events_seat_ledger_rows_missing")
+
+
+@contextmanager
+def refusals(slot_id: int | None, ticket: Ticket | None) -> Iterator[None]:
+    """Inside: the guard's refusal of a reserve statement (raised where it ran, or at the
+    pipeline sync that ran it) comes out as `SeatsUnavailable` for this pair (a ledger missing
+    rows as RuntimeError); any other database error unchanged."""
+    try:
+        yield
+    except DatabaseError as exc:
+        refusal = _refusal(exc, slot_id, ticket)
+        if refusal is None:
+            raise
+        raise refusal from exc
 
 
 def apply(*, event: Event, holds: Iterable[Hold]) -> dict[Key, tuple[int, int, int]]:
@@ -410,7 +449,7 @@ class _Applied:
             self.cursor.close()
             return {}
         try:
-            after = {(s, t): (r, u, h) for s, t, r, u, h in self.cursor.fetchall()}
+            after = {(s, t): (r, u, h) for s, t, r, u, h, *_guard in self.cursor.fetchall()}
         finally:
             self.cursor.close()
         if len(after) != len(self.rows):
@@ -422,7 +461,11 @@ class _Applied:
 
 
 def _send_apply(
-    event: Event, holds: Iterable[Hold], together_with: Sequence[rows.Statement] = ()
+    event: Event,
+    holds: Iterable[Hold],
+    together_with: Sequence[rows.Statement] = (),
+    *,
+    guard: tuple[int, list[tuple[Key, int]]] | None = None,
 ) -> _Applied:
     deltas: Counter = Counter()
     for hold in holds:
@@ -451,9 +494,29 @@ def _send_apply(
         values = ", ".join(["(%s::bigint, %s::bigint, %s::int, %s::int, %s::int)"] * len(changes))
         sql = _UPDATE_SQL.format(values=values)
         params.append(event.pk)
+    if guard is not None:
+        sql, params = _guarded(sql, params, len(changes), *guard)
     # A server-binding cursor (prepared): the booking sends this on every call.
     cursor = rows.send([*together_with, (sql, params)])
     return _Applied(event.pk, changes, cursor)
+
+
+def _guarded(
+    sql: str, params: list, expected: int, requested: int, limits: list[tuple[Key, int]]
+) -> rows.Statement:
+    """The ledger statement with the limit check of `reserve` after it, as one statement: the
+    statement becomes the CTE `ledger`, whose rows (the counters it produced) are returned
+    with the guard's result; the guard raises when the tightest limit is exceeded (`over` > 0:
+    min(requested, over) seats missing) or when fewer rows than `expected` changed. No limit:
+    one row of NULLs, which exceeds nothing."""
+    limit_rows: list[tuple[int | None, int | None, int | None]] = [
+        (slot_id, ticket_id, maximum) for (slot_id, ticket_id), maximum in limits
+    ] or [(None, None, None)]
+    values = ", ".join(["(%s::bigint, %s::bigint, %s::int)"] * len(limit_rows))
+    return (
+        _GUARD_SQL.format(ledger=sql, values=values),
+        [*params, requested, expected, *(value for row in limit_rows for value in row)],
+    )
 
 
 # Built from constants: `values` repeats a fixed placeholder tuple; the values are parameters.
@@ -473,6 +536,18 @@ _UPDATE_SQL = """
        AND l.slot_id IS NOT DISTINCT FROM v.slot_id
        AND l.ticket_id IS NOT DISTINCT FROM v.ticket_id
     RETURNING l.slot_id, l.ticket_id, l.reserved, l.used, l.held
+"""
+_GUARD_SQL = """
+    WITH ledger AS ({ledger})
+    SELECT ledger.slot_id, ledger.ticket_id, ledger.reserved, ledger.used, ledger.held,
+           events_seats_guard(
+               %s::int,
+               max(ledger.reserved + ledger.used + ledger.held - m.maximum) OVER (),
+               count(*) OVER (),
+               %s::int)
+      FROM ledger LEFT JOIN (VALUES {values}) AS m (slot_id, ticket_id, maximum)
+        ON ledger.slot_id IS NOT DISTINCT FROM m.slot_id
+       AND ledger.ticket_id IS NOT DISTINCT FROM m.ticket_id
 """
 
 

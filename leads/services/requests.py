@@ -3,8 +3,10 @@
 Invariants:
 - `registrations_changed` is the core hook (events.hooks), run inside the registration
   transaction: ONE statement per event upserts the event's request, lowers its cursor to below
-  the registration (so the walk revisits it) and makes it cover every rule; the pass is nudged
-  after commit. Dedup (UNIQUE (rule, registration)) makes revisits harmless;
+  the registration (so the walk revisits it) and makes it cover every rule; a request that
+  already covers it and that no walker holds is left unwritten. The pass is nudged after
+  commit when a request was written. Dedup (UNIQUE (rule, registration)) makes revisits
+  harmless;
 - every write to a request row makes a new row version: a walker compares the version it read
   with the one it fences against, so a change during its batch is never lost (passes.py);
 - `generate_leads` (staff) upserts requests with cursor 0, merging rule sets: a request for all
@@ -22,7 +24,7 @@ from django.db.models import Exists, OuterRef
 
 from events.errors import ValidationFailed
 from events.models import Event, Registration
-from events.services import audit, nudge
+from events.services import audit, nudge, pipeline
 from leads.models import LeadProvenance, LeadRequest, LeadRule
 
 NUDGE_KEY = "leads:nudge:lead-pass"
@@ -32,16 +34,28 @@ _REQUEST = LeadRequest._meta.db_table
 _REQUEST_RULES = LeadRequest.rules.through._meta.db_table
 
 # One statement: upsert the event's request, lower its cursor, and drop its rule subset (an
-# empty set = every rule): a registration change concerns all rules.
+# empty set = every rule): a registration change concerns all rules. A request that already
+# covers the registration is left as it is: cursor below it, every rule, no walker holding it
+# (lease_until NULL; an expired lease counts as held, which only costs a rewrite). A ticket rush
+# then writes no new request row version per booking, and nudges nobody (that request's pass is
+# already due: nudged when it was written, re-armed by a pass that stopped early, retried by
+# beat when parked). A request a walker holds is always rewritten: its new row version (xmin)
+# is what tells the walker that its batch must be walked again (passes.py). The statement
+# returns how many requests it wrote (0 or 1).
 _UPSERT_ALL_RULES = f"""
     WITH req AS (
-        INSERT INTO {_REQUEST}
+        INSERT INTO {_REQUEST} AS r
                (event_id, cursor, lease_holder, fencing_token, error_message, created_at)
         VALUES (%s, %s, '', 0, '', now())
-        ON CONFLICT (event_id) DO UPDATE SET cursor = LEAST({_REQUEST}.cursor, EXCLUDED.cursor)
-        RETURNING id
+        ON CONFLICT (event_id) DO UPDATE SET cursor = LEAST(r.cursor, EXCLUDED.cursor)
+         WHERE r.cursor > EXCLUDED.cursor
+            OR r.lease_until IS NOT NULL
+            OR EXISTS (SELECT 1 FROM {_REQUEST_RULES} s WHERE s.leadrequest_id = r.id)
+        RETURNING r.id
+    ), subset AS (
+        DELETE FROM {_REQUEST_RULES} WHERE leadrequest_id IN (SELECT id FROM req)
     )
-    DELETE FROM {_REQUEST_RULES} WHERE leadrequest_id IN (SELECT id FROM req)
+    SELECT count(*) FROM req
 """  # noqa: S608 — table names from model meta; values are parameters
 
 _UPSERT = f"""
@@ -77,7 +91,12 @@ def hold_events(event_ids: Iterable[int]) -> None:
 
 def registrations_changed(registrations: Iterable[Registration], actor: Any = None) -> None:
     """The core hook: queue lead work for the events of these registrations (created or whose
-    state changed), inside the caller's transaction."""
+    state changed), inside the caller's transaction; the pass is nudged after commit when a
+    request was written.
+
+    A booking runs it inside its pipeline (events.services.pipeline): the statements are only
+    queued here, on server-binding cursors (prepared after their first uses), and their answers
+    are read after commit."""
     lowest: dict[int, int] = {}
     for registration in registrations:
         event_id, pk = registration.event_id, registration.pk
@@ -86,10 +105,23 @@ def registrations_changed(registrations: Iterable[Registration], actor: Any = No
         lowest[event_id] = min(lowest.get(event_id, pk), pk)
     if not lowest:
         return
-    with connection.cursor() as cursor:
-        for event_id, pk in sorted(lowest.items()):
-            cursor.execute(_UPSERT_ALL_RULES, [event_id, pk - 1])
-    nudge.after_commit(key=NUDGE_KEY, task=PASS_TASK)
+    sent = []
+    for event_id, pk in sorted(lowest.items()):
+        cursor = pipeline.cursor()
+        cursor.execute(_UPSERT_ALL_RULES, [event_id, pk - 1])
+        sent.append(cursor)
+    transaction.on_commit(lambda: _nudge_when_written(sent), robust=True)
+
+
+def _nudge_when_written(cursors: list) -> None:
+    written = 0
+    for cursor in cursors:
+        try:
+            written += cursor.fetchone()[0]
+        finally:
+            cursor.close()
+    if written:
+        nudge.after_commit(key=NUDGE_KEY, task=PASS_TASK)  # committed: publishes now
 
 
 def _events_of(rule: LeadRule):

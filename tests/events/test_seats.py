@@ -4,11 +4,12 @@ ledger kept in the booking transaction (§14 item 13) and checked by `seats_audi
 from __future__ import annotations
 
 import io
+import re
 import secrets
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from events.errors import DomainError
@@ -16,6 +17,7 @@ from events.models import (
     Event,
     Registration,
     RegistrationState,
+    SeatLedger,
 )
 from events.services import registrations, seats
 from tests.events import factories
@@ -356,5 +358,48 @@ def test_register_costs_the_same_queries_with_0_and_5000_registrations(actor):
     assert len(on_empty) <= 10  # design-notes: ~6–10 statements per booking
     assert seats.availability(event=full) == 10_000 - 5_001
     assert seats.audit(event=full) == []
-    # no statement of a booking counts registrations
-    assert not [q for q in on_full if "COUNT(" in q.upper()]
+    # no statement of a booking reads the registrations table (to count them or otherwise): the
+    # counts it has are the seat guard's and the lead hook's, over rows the statement wrote
+    assert not [q for q in on_full if re.search(r'\bFROM\s+"?events_registration"?\s', q)]
+    assert [q for q in on_full if "events_seats_guard(" in q]  # the guard ran, in the writes
+
+
+# --- the guard: the limit check inside the statement that takes the seats ---------------------
+
+
+@pytest.mark.django_db
+def test_the_statement_itself_refuses_past_a_limit_whatever_the_caller_checks(actor):
+    """The decision is PostgreSQL's (events_seats_guard, on the counters the increment produced):
+    the statement fails, so nothing it wrote survives even if the caller never looked at it."""
+    event = factories.EventFactory(seats_limited=True, seats_max=1)
+    ticket = factories.TicketFactory(event=event, seats_max=0)
+    registrations.register(event=event, ticket=ticket, attendees=[{"name": "A"}], actor=actor)
+    before = snapshot(event)
+
+    with pytest.raises(DomainError) as caught, transaction.atomic():
+        seats.send_reserve(event=event, slot_id=None, ticket=ticket, count=3)  # raises as it runs
+    assert caught.value.code == "sold_out"
+    assert caught.value.details["missing"] == [
+        {"slot_id": None, "ticket_id": ticket.pk, "missing": 3}
+    ]
+    assert snapshot(event) == before
+
+
+@pytest.mark.django_db
+def test_a_ledger_missing_the_rows_it_should_move_refuses_with_nothing_written(actor):
+    """Moving held seats to reserved updates rows that must exist; a ledger without them (data
+    broken by hand) fails the statement instead of booking past the counters."""
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    before = snapshot(event)
+    with pytest.raises(RuntimeError, match="missing rows"), transaction.atomic():
+        seats.reserve(event=event, slot_id=None, ticket=None, count=1, from_held=1)
+    assert snapshot(event) == before
+    assert not SeatLedger.objects.filter(event=event).exists()
+
+
+@pytest.mark.django_db
+def test_an_unlimited_pair_passes_the_guard_and_returns_its_counters(actor):
+    event = factories.EventFactory(seats_limited=False)
+    with transaction.atomic():
+        sent = seats.send_reserve(event=event, slot_id=None, ticket=None, count=4)
+        assert sent.check() == {(None, None): (4, 0, 0)}

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from datetime import timedelta
 from unittest import mock
 
 import pytest
 from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from events.models import EventAuditLog
 from events.services import nudge
@@ -82,6 +84,56 @@ def test_a_state_change_lowers_the_cursor_to_revisit_the_registration(world, act
     LeadRequest.objects.filter(event=world.event).update(cursor=reg.pk + 50)
     registration_services.confirm(registration=reg, actor=actor)
     assert LeadRequest.objects.get(event=world.event).cursor == reg.pk - 1
+
+
+def request_version(event) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT xmin::text FROM leads_leadrequest WHERE event_id = %s", [event.pk])
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db
+def test_a_request_that_already_covers_the_booking_is_left_unwritten_and_nudges_nobody(
+    world, actor, django_capture_on_commit_callbacks
+):
+    """A ticket rush writes no new request row version per booking: the request (cursor below
+    the new registration, every rule, no walker holding it) already covers it, and its pass is
+    already due."""
+    with (
+        mock.patch.object(nudge, "_send") as sent,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        register(world, actor, "Ada")
+    assert [c.args[:2] for c in sent.call_args_list] == [(requests.NUDGE_KEY, requests.PASS_TASK)]
+    version = request_version(world.event)
+
+    with (
+        mock.patch.object(nudge, "_send") as sent,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        register(world, actor, "Bea", "Cy")
+    assert request_version(world.event) == version
+    sent.assert_not_called()
+
+
+@pytest.mark.django_db
+def test_a_request_a_walker_holds_is_rewritten_so_its_batch_is_walked_again(
+    world, actor, django_capture_on_commit_callbacks
+):
+    """The walker's fence compares row versions (xmin): a booking during its batch must make a
+    new one even when the cursor already covers the registration."""
+    register(world, actor, "Ada")
+    LeadRequest.objects.filter(event=world.event).update(
+        lease_holder="walker", lease_until=timezone.now() + timedelta(minutes=5)
+    )
+    version = request_version(world.event)
+    with (
+        mock.patch.object(nudge, "_send") as sent,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        register(world, actor, "Bea")
+    assert request_version(world.event) != version
+    assert sent.call_count == 1
 
 
 # --- Must show 2: triggers --------------------------------------------------------------------

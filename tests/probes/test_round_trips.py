@@ -1,6 +1,7 @@
 """Round trips per booking, counted on the wire (issue 17): a booking of 1 or n attendees
-costs four waits for PostgreSQL whatever the event carries — BEGIN; the Event lock with the
-reads under it; every write; COMMIT (events/services/registrations.py) — and a refusal the same.
+costs two waits for PostgreSQL whatever the event carries — BEGIN with the Event lock and the
+reads under it; every write with COMMIT (events/services/registrations.py) — and a refusal one
+more (its ROLLBACK). Inside a caller's transaction: SAVEPOINT; the reads; the writes; RELEASE.
 
 The count is taken by a TCP proxy between Django and PostgreSQL that reads the server's
 protocol stream and counts ReadyForQuery messages: PostgreSQL sends exactly one whenever the
@@ -20,15 +21,18 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
+from psycopg import pq
 
 from events.errors import SeatsUnavailable
-from events.models import IntervalType, IntervalUnit, QuestionType
+from events.models import Event, IntervalType, IntervalUnit, QuestionType
 from events.services import registrations
 from tests.events import factories
 
-BOOKING_ROUND_TRIPS = 4  # BEGIN; lock + reads; writes; COMMIT (or ROLLBACK)
+BOOKING_ROUND_TRIPS = 2  # BEGIN + lock + reads; writes + COMMIT
+REFUSAL_ROUND_TRIPS = 3  # … and the ROLLBACK of the refused statement's transaction
+NESTED_ROUND_TRIPS = 4  # SAVEPOINT; lock + reads; writes; RELEASE SAVEPOINT
 
 
 class WireCounter:
@@ -144,17 +148,18 @@ def test_the_proxy_counts_one_round_trip_per_plain_statement(wire):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_booking_is_four_round_trips_for_one_or_many_attendees(wire):
+def test_a_booking_is_two_round_trips_for_one_or_many_attendees(wire):
     event = factories.EventFactory(seats_limited=True, seats_max=100)
     for attendees in (1, 1, 5, 30):  # the second 1: statements now prepared on the connection
         round_trips, statements = book(wire, event, attendees)
         assert round_trips == BOOKING_ROUND_TRIPS, (attendees, round_trips)
-        # BEGIN, the lock, the reads, the writes, the lead-request hook, COMMIT
+        # BEGIN, the lock, the reads, the writes, the lead-request hook, COMMIT (Django logs
+        # BEGIN and COMMIT as it always does; they travel with the others)
         assert statements == 6, statements
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_booking_with_ticket_slot_questions_and_scheduler_is_still_four(wire):
+def test_a_booking_with_ticket_slot_questions_and_scheduler_is_still_two(wire):
     event = factories.EventFactory(seats_limited=True, seats_max=100, is_multi_slots=True)
     slot = factories.SlotFactory(event=event)
     ticket = factories.TicketFactory(event=event, seats_max=50)
@@ -183,15 +188,36 @@ def test_a_booking_with_ticket_slot_questions_and_scheduler_is_still_four(wire):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_refused_booking_costs_the_same_four_and_writes_nothing(wire):
+def test_a_refused_booking_costs_one_more_and_writes_nothing(wire):
     event = factories.EventFactory(seats_limited=True, seats_max=2)
     book(wire, event, 2)
 
     wire.reset()
-    with pytest.raises(SeatsUnavailable):
+    with pytest.raises(SeatsUnavailable) as refused:
         registrations.register(event=event, attendees=[{"name": "Late"}], actor="system")
-    assert wire.count() == BOOKING_ROUND_TRIPS  # BEGIN; reads; writes; ROLLBACK
+    assert refused.value.details["missing"] == [{"slot_id": None, "ticket_id": None, "missing": 1}]
+    assert wire.count() == REFUSAL_ROUND_TRIPS  # BEGIN + reads; writes + COMMIT; ROLLBACK
     assert event.registrations.count() == 2
+    assert not connection.in_atomic_block and connection.get_autocommit()
+    assert connection.connection.autocommit is True  # psycopg's too: nothing left half-set
+    assert book(wire, factories.EventFactory(), 1)[0] == BOOKING_ROUND_TRIPS
+
+
+@pytest.mark.django_db(transaction=True)
+def test_inside_a_callers_transaction_the_booking_is_a_savepoint_and_commits_with_it(wire):
+    """The pipeline opens no transaction of its own there: the caller's commit decides."""
+    event = factories.EventFactory(seats_limited=True, seats_max=10)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")  # outside any transaction
+    with transaction.atomic():
+        factories.EventFactory(name="Written first")
+        wire.reset()
+        registrations.register(event=event, attendees=[{"name": "Inside"}], actor="system")
+        assert wire.count() == NESTED_ROUND_TRIPS
+        assert connection.connection.info.transaction_status == pq.TransactionStatus.INTRANS
+        transaction.set_rollback(True)
+    assert event.registrations.count() == 0  # rolled back with the caller's transaction
+    assert not Event.objects.filter(name="Written first").exists()
 
 
 @pytest.mark.django_db(transaction=True)
