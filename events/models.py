@@ -370,19 +370,32 @@ class QuestionChoice(models.Model):
 
 
 class Registration(models.Model):
-    event = models.ForeignKey(Event, on_delete=models.PROTECT, related_name="registrations")
+    # No index of its own: the (event, state, id) index leads with it.
+    event = models.ForeignKey(
+        Event, on_delete=models.PROTECT, related_name="registrations", db_index=False
+    )
     ticket = models.ForeignKey(
-        Ticket, null=True, blank=True, on_delete=models.PROTECT, related_name="registrations"
+        Ticket,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="registrations",
+        db_index=False,  # Meta.indexes: rows without one stay out
     )
     slot = models.ForeignKey(
-        Slot, null=True, blank=True, on_delete=models.PROTECT, related_name="registrations"
+        Slot,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="registrations",
+        db_index=False,  # Meta.indexes: rows without one stay out
     )
     state = models.CharField(
         max_length=8, choices=RegistrationState.choices, default=RegistrationState.DRAFT
     )
     active = models.BooleanField(default=True)
-    barcode = models.CharField(max_length=20, unique=True)
-    partner_ref = models.CharField(max_length=128, blank=True, db_index=True)
+    barcode = models.CharField(max_length=20)  # unique: Meta.constraints
+    partner_ref = models.CharField(max_length=128, blank=True)
     name = models.CharField(max_length=255, blank=True)
     email = models.CharField(max_length=254, blank=True)
     phone = models.CharField(max_length=32, blank=True)
@@ -390,7 +403,7 @@ class Registration(models.Model):
     contact_source = models.CharField(
         max_length=8, choices=ContactSource.choices, default=ContactSource.ATTENDEE
     )
-    sale_order_ref = models.CharField(max_length=128, blank=True, db_index=True)
+    sale_order_ref = models.CharField(max_length=128, blank=True)
     sale_order_line_ref = models.CharField(max_length=128, blank=True)
     sale_status = models.CharField(
         max_length=8, choices=SaleStatus.choices, default=SaleStatus.FREE
@@ -412,7 +425,34 @@ class Registration(models.Model):
         verbose_name = "registration"
         verbose_name_plural = "registrations"
         ordering = ("id",)
-        indexes = [models.Index(fields=["event", "state", "id"])]
+        # Every booking writes each of these: only the indexes something reads. The barcode is
+        # matched exactly (no LIKE index); a ticket, slot, partner or order ref is looked up
+        # only by a value, and many registrations have none (partial indexes: the NULL and ''
+        # rows stay out; `x = value` implies the condition, so the planner uses them).
+        indexes = [
+            models.Index(fields=["event", "state", "id"]),
+            models.Index(
+                fields=["ticket"],
+                name="registration_ticket",
+                condition=models.Q(ticket__isnull=False),
+            ),
+            models.Index(
+                fields=["slot"], name="registration_slot", condition=models.Q(slot__isnull=False)
+            ),
+            models.Index(
+                fields=["partner_ref"],
+                name="registration_partner_ref",
+                condition=~models.Q(partner_ref=""),
+            ),
+            models.Index(
+                fields=["sale_order_ref"],
+                name="registration_sale_order_ref",
+                condition=~models.Q(sale_order_ref=""),
+            ),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["barcode"], name="events_registration_barcode_key")
+        ]
         permissions = [("checkin_registration", "Can check attendees in at the desk")]
 
     def __str__(self) -> str:
@@ -776,11 +816,12 @@ class EventAuditLog(models.Model):
         db_constraint=False,
         related_name="audit_rows",
     )
-    verb = models.CharField(max_length=64, db_index=True)
+    verb = models.CharField(max_length=64)  # indexed: Meta.indexes (exact matches only)
     data = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ("-at", "-id")
+        indexes = [models.Index(fields=["verb"], name="eventauditlog_verb")]
         verbose_name = "audit log entry"
         verbose_name_plural = "audit log"
 

@@ -46,18 +46,24 @@ class BookingReads:
     ids: list[int]  # primary keys drawn for the new registrations
 
 
+# The registration ids' sequence (PostgreSQL names an identity column's sequence
+# <table>_<column>_seq; tests/events/test_registrations.py checks it against
+# pg_get_serial_sequence). A constant regclass is resolved once when the statement is prepared;
+# pg_get_serial_sequence would look it up in the catalogs on every booking.
+REGISTRATION_SEQUENCE = f"{Registration._meta.db_table}_id_seq"
+
+
 @cache
 def _booking_sql() -> dict[str, str]:
-    event, ticket, question, choice, mail, stage, registration = (
-        m._meta.db_table
-        for m in (Event, Ticket, Question, QuestionChoice, Mail, Stage, Registration)
+    event, ticket, question, choice, mail, stage = (
+        m._meta.db_table for m in (Event, Ticket, Question, QuestionChoice, Mail, Stage)
     )
     return {
         "lock": f"SELECT {rows.columns(Event, 'e')} FROM {event} e WHERE e.id = %s FOR UPDATE OF e",  # noqa: S608
         "after_lock": f"""
             SELECT s.pipe_end,
                    EXISTS (SELECT 1 FROM {ticket} t WHERE t.event_id = e.id),
-                   ARRAY(SELECT nextval(pg_get_serial_sequence('{registration}', 'id'))
+                   ARRAY(SELECT nextval('{REGISTRATION_SEQUENCE}'::regclass)
                            FROM generate_series(1, %s::int)),
                    (SELECT jsonb_agg(to_jsonb(q) || jsonb_build_object('choice_ids',
                               ARRAY(SELECT c.id FROM {choice} c WHERE c.question_id = q.id))

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import psycopg
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.backends.postgresql.base import (  # type: ignore[attr-defined]  # psycopg 3 only
     CursorDebugWrapper,
@@ -96,13 +97,29 @@ def pipelined(*, own_transaction: bool = False) -> Iterator[Pipeline]:
         with connection.wrap_database_errors, raw.pipeline() as pipeline:
             if owned:
                 raw.execute(b"BEGIN", prepare=False)
-            yield Pipeline(pipeline, raw, owned)
+            try:
+                yield Pipeline(pipeline, raw, owned)
+            except BaseException:
+                _drain(pipeline)
+                raise
     finally:
         if owned and raw.info.transaction_status == pq.TransactionStatus.IDLE:
             # Committed (or never begun): a statement after the block starts a transaction
             # of its own again, which the atomic block commits. After a failure the status is
             # not idle; the atomic block's rollback and autocommit restore see to it.
             raw.autocommit = False
+
+
+def _drain(pipeline) -> None:
+    """The block raised: finish what is still queued before leaving the pipeline, ignoring its
+    answers (the block's own error is the one raised). A statement's error can reach the client
+    while the block is still queueing (raised by psycopg at a later `execute`); the statements
+    after it are then skipped by the server, and psycopg would log a WARNING about them on every
+    such refusal (a sold-out booking) when the pipeline ends."""
+    try:
+        pipeline.sync()
+    except psycopg.Error:
+        pass  # the skipped statements' "pipeline aborted", or the error already being raised
 
 
 def _may_own_transaction(raw) -> bool:

@@ -40,8 +40,12 @@ _REQUEST_RULES = LeadRequest.rules.through._meta.db_table
 # then writes no new request row version per booking, and nudges nobody (that request's pass is
 # already due: nudged when it was written, re-armed by a pass that stopped early, retried by
 # beat when parked). A request a walker holds is always rewritten: its new row version (xmin)
-# is what tells the walker that its batch must be walked again (passes.py). The statement
-# returns how many requests it wrote (0 or 1).
+# is what tells the walker that its batch must be walked again (passes.py). Leaving a request
+# unwritten is safe because ON CONFLICT DO UPDATE locks the conflicting row even when its WHERE
+# is false: until the booking commits, a walker's claim (an UPDATE of that row) waits, so no
+# walker can read a batch that misses this uncommitted registration and advance past it
+# unfenced (tests/leads/test_pass.py: test_an_unwritten_request_still_holds_off_a_walker_…).
+# The statement returns how many requests it wrote (0 or 1).
 _UPSERT_ALL_RULES = f"""
     WITH req AS (
         INSERT INTO {_REQUEST} AS r

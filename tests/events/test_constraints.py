@@ -424,6 +424,7 @@ TESTED = {
     "choice_id_question",
     "answer_exactly_one",
     "tag_color_0_11",
+    "events_registration_barcode_key",  # test_barcode_is_unique
     "seat_ledger_key",
     "seat_ledger_positive",
     "mail_registration_unique",
@@ -460,3 +461,21 @@ def test_every_declared_constraint_has_a_test_here_and_exists_in_postgresql():
         )
         present = {row[0] for row in cursor.fetchall()}
     assert present == declared
+
+
+def test_registration_lookups_by_ref_ticket_and_slot_use_their_partial_indexes():
+    """The partial indexes (migration 0011) serve what reads them: a lookup by a given order
+    ref, partner ref, ticket or slot. Plans read with enable_seqscan off, so the check is
+    whether the index can serve the lookup at all, not whether this small table prefers it."""
+    reg = factories.RegistrationFactory(state="draft")
+    lookups = {
+        "registration_sale_order_ref": Registration.objects.filter(sale_order_ref="SO-1"),
+        "registration_partner_ref": Registration.objects.filter(partner_ref="P-1"),
+        "registration_ticket": Registration.objects.filter(ticket_id=reg.pk),
+        "registration_slot": Registration.objects.filter(slot_id=reg.pk),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+    for index, queryset in lookups.items():
+        assert index in queryset.explain(), index

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 
 from events import hooks
 from events.errors import DomainError
@@ -14,7 +15,7 @@ from events.models import (
     RegistrationAnswer,
     RegistrationState,
 )
-from events.services import registrations, seats
+from events.services import locks, registrations, seats
 from tests.events import factories
 from tests.helpers import snapshot
 
@@ -372,3 +373,18 @@ def test_sync_from_partner_leaves_archived_registrations_alone(actor):
     assert not EventAuditLog.objects.filter(
         verb="registration.partner_synced", registration_id=archived.pk
     ).exists()
+
+
+@pytest.mark.django_db
+def test_the_booking_draws_ids_from_the_registration_tables_own_sequence(actor):
+    """locks.REGISTRATION_SEQUENCE is a constant in the booking's prepared statement: it must be
+    the sequence PostgreSQL itself reports for the id column."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_get_serial_sequence('events_registration', 'id')")
+        assert cursor.fetchone()[0] == f"public.{locks.REGISTRATION_SEQUENCE}"
+    (row,) = registrations.register(
+        event=factories.EventFactory(), attendees=[{"name": "A"}], actor=actor
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT last_value FROM {locks.REGISTRATION_SEQUENCE}")  # noqa: S608
+        assert cursor.fetchone()[0] == row.pk

@@ -4,14 +4,17 @@ ledger kept in the booking transaction (§14 item 13) and checked by `seats_audi
 from __future__ import annotations
 
 import io
+import logging
 import re
 import secrets
+import time
 
 import pytest
 from django.core.management import call_command
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from events import hooks
 from events.errors import DomainError
 from events.models import (
     Event,
@@ -403,3 +406,33 @@ def test_an_unlimited_pair_passes_the_guard_and_returns_its_counters(actor):
     with transaction.atomic():
         sent = seats.send_reserve(event=event, slot_id=None, ticket=None, count=4)
         assert sent.check() == {(None, None): (4, 0, 0)}
+
+
+@pytest.mark.django_db
+def test_a_refusal_reaching_the_client_mid_queue_logs_nothing_and_writes_nothing(actor, caplog):
+    """Under load the guard's refusal can reach the client while the booking still queues its
+    hook statements and COMMIT (psycopg raises it at a later execute): still `SeatsUnavailable`,
+    nothing written, and no psycopg WARNING about the skipped statements (one per refusal in a
+    ticket rush otherwise)."""
+    event = factories.EventFactory(seats_limited=True, seats_max=1)
+    registrations.register(event=event, attendees=[{"name": "A"}], actor=actor)
+    before = snapshot(event)
+
+    def slow_hook(rows, who):
+        time.sleep(0.05)  # the refusal arrives meanwhile; the next statement meets it
+
+    hooks.registrations_changed.insert(0, slow_hook)
+    try:
+        with caplog.at_level(logging.WARNING, logger="psycopg"):
+            for _ in range(3):
+                with pytest.raises(DomainError) as caught:
+                    registrations.register(event=event, attendees=[{"name": "B"}], actor=actor)
+                assert caught.value.code == "sold_out"
+    finally:
+        hooks.registrations_changed.remove(slow_hook)
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("psycopg")] == []
+    assert snapshot(event) == before
+    # the connection is fine afterwards
+    assert registrations.register(
+        event=factories.EventFactory(), attendees=[{"name": "C"}], actor=actor
+    )

@@ -9,8 +9,9 @@ from collections import Counter
 from datetime import timedelta
 from unittest import mock
 
+import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -134,6 +135,36 @@ def test_a_request_a_walker_holds_is_rewritten_so_its_batch_is_walked_again(
         register(world, actor, "Bea")
     assert request_version(world.event) != version
     assert sent.call_count == 1
+
+
+def _other_connection() -> psycopg.Connection:
+    settings = connection.settings_dict
+    return psycopg.connect(
+        dbname=settings["NAME"],
+        user=settings["USER"],
+        host=settings["HOST"] or "127.0.0.1",
+        port=settings["PORT"] or 5432,
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unwritten_request_still_holds_off_a_walker_until_the_booking_commits(world, actor):
+    """The hook leaves a covering request unwritten, but its upsert still locks the row (ON
+    CONFLICT DO UPDATE locks even when its WHERE is false): a walker's claim skips the request
+    until the booking commits, so no walker reads a batch missing the uncommitted registration
+    and advances past it."""
+    register(world, actor, "Ada")
+    request = LeadRequest.objects.get(event=world.event)
+    version = request_version(world.event)
+    claim = {"holder": "walker", "lease": 300, "seen": []}
+    with transaction.atomic():
+        register(world, actor, "Bea")
+        assert request_version(world.event) == version  # left unwritten
+        with _other_connection() as other:
+            assert other.execute(passes._CLAIM, claim).fetchone() is None  # skipped: locked
+    with _other_connection() as other:
+        claimed = other.execute(passes._CLAIM, claim).fetchone()
+    assert claimed is not None and claimed[0] == request.pk
 
 
 # --- Must show 2: triggers --------------------------------------------------------------------
