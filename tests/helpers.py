@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
 
+import psycopg
 from django.conf import settings
 from django.db import connection
 
@@ -187,3 +188,18 @@ def kill_worker(worker: subprocess.Popen, *, timeout: float = 20.0) -> None:
                 return
             assert time.monotonic() < deadline, f"{others} session(s) outlived the killed worker"
             time.sleep(0.02)  # PostgreSQL notices the closed socket and ends the backend
+
+
+def terminate_backend(pid: int) -> None:
+    """Drop a backend from a separate connection, as a failover or a restart would."""
+    db = connection.settings_dict
+    assert db["NAME"].startswith("test_")
+    with psycopg.connect(
+        host=db["HOST"],
+        port=db["PORT"],
+        user=db["USER"],
+        password=db["PASSWORD"],
+        dbname=db["NAME"],
+        autocommit=True,
+    ) as admin:
+        assert admin.execute("SELECT pg_terminate_backend(%s, 5000)", [pid]).fetchone() == (True,)

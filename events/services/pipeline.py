@@ -100,7 +100,7 @@ def pipelined(*, own_transaction: bool = False) -> Iterator[Pipeline]:
             try:
                 yield Pipeline(pipeline, raw, owned)
             except BaseException:
-                _drain(pipeline)
+                _drain(raw, pipeline)
                 raise
     finally:
         if owned and raw.info.transaction_status == pq.TransactionStatus.IDLE:
@@ -110,16 +110,19 @@ def pipelined(*, own_transaction: bool = False) -> Iterator[Pipeline]:
             raw.autocommit = False
 
 
-def _drain(pipeline) -> None:
-    """The block raised: finish what is still queued before leaving the pipeline, ignoring its
-    answers (the block's own error is the one raised). A statement's error can reach the client
-    while the block is still queueing (raised by psycopg at a later `execute`); the statements
-    after it are then skipped by the server, and psycopg would log a WARNING about them on every
-    such refusal (a sold-out booking) when the pipeline ends."""
+def _drain(raw, pipeline) -> None:
+    """The block raised a statement's error: finish the aborted pipeline before leaving it,
+    ignoring the answers (that error is the one raised). It can reach the client while the
+    block is still queueing (psycopg raises it at a later `execute`); the server skips the
+    statements after it, and psycopg would log a WARNING about them when the pipeline ends —
+    on every such refusal (a sold-out booking in a rush). Any other exception leaves the
+    pipeline as it is: its end sends what is queued, as always."""
+    if raw.pgconn.pipeline_status != pq.PipelineStatus.ABORTED:
+        return
     try:
         pipeline.sync()
     except psycopg.Error:
-        pass  # the skipped statements' "pipeline aborted", or the error already being raised
+        pass  # "pipeline aborted" for the skipped statements
 
 
 def _may_own_transaction(raw) -> bool:

@@ -17,7 +17,6 @@ import re
 from datetime import UTC, date, datetime, timedelta
 from unittest import mock
 
-import psycopg
 import pytest
 import redis
 from django.db import connection, connections
@@ -28,6 +27,7 @@ from events import selectors
 from events.models import Event, Registration, Slot
 from events.services import capability, events, ics, registrations
 from tests.events import factories
+from tests.helpers import terminate_backend
 
 STAMP = re.compile(rb"\r\nDTSTAMP:\d{8}T\d{6}Z\r\n")
 ICS_LOGGER = "events.services.ics"
@@ -350,21 +350,6 @@ def test_an_archived_or_draft_registration_is_refused_before_the_cache(
 # --- the one statement's connection -------------------------------------------------------------
 
 
-def _terminate(pid: int) -> None:
-    """Drop a backend from a separate connection, as a failover or a restart would."""
-    db = connection.settings_dict
-    assert db["NAME"].startswith("test_")
-    with psycopg.connect(
-        host=db["HOST"],
-        port=db["PORT"],
-        user=db["USER"],
-        password=db["PASSWORD"],
-        dbname=db["NAME"],
-        autocommit=True,
-    ) as admin:
-        assert admin.execute("SELECT pg_terminate_backend(%s, 5000)", [pid]).fetchone() == (True,)
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_connection_dropped_since_the_last_request_is_replaced_without_a_select_1(
     client, registration
@@ -374,7 +359,7 @@ def test_a_connection_dropped_since_the_last_request_is_replaced_without_a_selec
     path = ics_path(registration)
     fetch(client, registration, path)
     dropped = connection.connection.info.backend_pid
-    _terminate(dropped)
+    terminate_backend(dropped)
     connection.health_check_done = False  # a new request, as request_started leaves it
     wrapper = connections["default"]
     with mock.patch.object(wrapper, "is_usable", wraps=wrapper.is_usable) as is_usable:

@@ -9,11 +9,12 @@ import json
 from datetime import timedelta
 from decimal import Decimal
 from types import SimpleNamespace
+from unittest import mock
 
 import pytest
 import redis
 from django.core.cache import cache
-from django.db import connection
+from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse, set_script_prefix
 from django.utils import timezone
@@ -30,6 +31,7 @@ from events.models import (
 )
 from events.services import capability, intake, links
 from tests.events import factories
+from tests.helpers import terminate_backend
 
 
 @pytest.fixture(autouse=True)
@@ -383,3 +385,42 @@ def test_links_follow_the_script_prefix():
 @pytest.mark.parametrize("token", ["a b", "ä", "x%y", "a?b"])
 def test_a_token_reverse_would_quote_goes_through_reverse(token):
     assert links._token_path("ics", token) == reverse("ics", kwargs={"token": token})
+
+
+# --- the request's first statement tests the kept connection -----------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_dropped_since_the_last_request_is_replaced_without_a_select_1(client, world):
+    """CONN_HEALTH_CHECKS would send `SELECT 1` before the request's first statement; the
+    intake lets its first statement find a dropped connection, replaces it and reads again, and
+    no `SELECT 1` follows later in the request."""
+    assert post(client, world.event.pk, payload(world)).status_code == 201
+    dropped = connection.connection.info.backend_pid
+    terminate_backend(dropped)
+    connection.health_check_done = False  # a new request, as request_started leaves it
+    wrapper = connections["default"]
+    with mock.patch.object(wrapper, "is_usable", wraps=wrapper.is_usable) as is_usable:
+        body = payload(world)
+        body["attendees"][0]["name"] = "Bo"
+        response = post(client, world.event.pk, body)
+    assert response.status_code == 201, response.content
+    assert is_usable.call_count == 0
+    assert connection.connection.info.backend_pid != dropped
+    assert Registration.objects.filter(name="Bo").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_health_checks_a_dropped_connection_is_not_retried(client, world, settings):
+    """CONN_HEALTH_CHECKS off: the request meets the dropped connection and answers 503 (the
+    setting's documented behaviour, kept)."""
+    assert post(client, world.event.pk, payload(world)).status_code == 201
+    terminate_backend(connection.connection.info.backend_pid)
+    connection.settings_dict["CONN_HEALTH_CHECKS"] = False
+    try:
+        response = post(client, world.event.pk, payload(world))
+    finally:
+        connection.settings_dict["CONN_HEALTH_CHECKS"] = True
+        connection.close()
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "service_unavailable"
