@@ -247,7 +247,7 @@ def run(*, quick: bool = False) -> list[dict]:
             {
                 "bench": "B1",
                 "what": f"register() bookings/s, {threads} client{'s' if threads > 1 else ''}",
-                "measured": f"{ours:,.0f}/s vs raw {floor:,.0f}/s = {ratio:.2f}×",
+                "measured": f"{ours:,.0f}/s vs raw {floor:,.0f}/s = {ratio:.3f}×",
                 "target": f"≥ {TARGET_RATIO}× raw" if threads == 1 else "(reported)",
                 "ok": ratio >= TARGET_RATIO if threads == 1 else None,
                 "checks": (

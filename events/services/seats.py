@@ -6,7 +6,9 @@ Invariants:
   accepted (held → reserved, one statement) or expires (released);
 - the counters live in `SeatLedger` rows keyed (event, slot, ticket), NULL meaning "all", and
   change only here, inside the caller's transaction, after the caller locked the Event row;
-- a request for n seats succeeds or fails whole (`SeatsUnavailable`, code `sold_out`).
+- a request for n seats succeeds or fails whole (`SeatsUnavailable`, code `sold_out`), decided
+  by the statement that takes them, on the counters it produced (`events_seats_guard`,
+  migration 0010: `send_reserve`), so no commit can follow a refused increment.
 
 Nothing else in the project counts registrations for seats; `seats_audit` recounts here too.
 """

@@ -7,7 +7,8 @@ run's own test database (its name is checked to start with `test_`):
   audit insert, the inbox insert, …): the JSON APIs — intake, the sale seam, the desk scan and
   the catalog read — answer 503 `service_unavailable` with Retry-After, never a 500 or HTML;
   nothing of the request is stored; the retry (same Idempotency-Key, same webhook-id, same
-  barcode) counts once;
+  barcode) counts once — except the intake's first statement, which tests the kept connection
+  itself, reconnects and registers (as /ics reads) once;
 - killed between requests, as a failover drops every connection: the next request succeeds
   (CONN_MAX_AGE keeps one connection per thread, CONN_HEALTH_CHECKS tests it before its first
   query); without the health check one request answers 503 and the next succeeds;
@@ -192,8 +193,9 @@ def desk_user():
 
 # --- (a) + (c): a backend killed inside one request, then the retry -----------------------------
 
+# The intake's first statement is not among them: it tests the kept connection itself and
+# recovers (test_intake_whose_first_statement_meets_a_killed_backend_reconnects_once).
 INTAKE_POINTS = {
-    "first-statement": r".",
     "registration-insert": r'INSERT INTO "events_registration"',
     "audit-insert": r'INSERT INTO "events_eventauditlog"',
     "idempotency-insert": r'INSERT INTO "events_intakeidempotency"',
@@ -238,6 +240,32 @@ def test_intake_killed_mid_request_answers_503_writes_nothing_and_the_keyed_retr
 
     rows = list(Registration.objects.filter(event=event))
     assert [r.pk for r in rows] == [retried.json()["registrations"][0]["id"]]
+    assert seats.audit(event=event) == []
+    assert audited(rows)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_intake_whose_first_statement_meets_a_killed_backend_reconnects_once(lifted_limits):
+    """The backend dies just before the request's first statement, as when a failover dropped
+    the kept connection between requests: the intake's first read finds the connection dead,
+    replaces it and reads again (the check CONN_HEALTH_CHECKS' SELECT 1 did before), so the
+    request registers once instead of answering 503; its keyed retry replays."""
+    ticket = factories.TicketFactory(event=factories.EventFactory(seats_limited=True, seats_max=3))
+    event = ticket.event
+    client = Client(raise_request_exception=False)
+    body = {"ticket_id": ticket.pk, "attendees": [{"name": "Ada", "email": "ada@example.org"}]}
+
+    with backend_killed_before(r".") as fired:
+        first = post_intake(client, event, body, key="order-1")
+    request_finished()
+
+    assert "events_event" in fired[0]  # the intake's read before the lock met the dead backend
+    assert first.status_code == 201, first.content
+    again = post_intake(client, event, body, key="order-1")
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.json() == first.json()
+    rows = list(Registration.objects.filter(event=event))
+    assert [r.pk for r in rows] == [first.json()["registrations"][0]["id"]]
     assert seats.audit(event=event) == []
     assert audited(rows)
 
