@@ -428,7 +428,10 @@ class Registration(models.Model):
         # Every booking writes each of these: only the indexes something reads. The barcode is
         # matched exactly (no LIKE index); a ticket, slot, partner or order ref is looked up
         # only by a value, and many registrations have none (partial indexes: the NULL and ''
-        # rows stay out; `x = value` implies the condition, so the planner uses them).
+        # rows stay out; `x = value` implies the condition, so the planner uses them). Not
+        # served by an index any more: `ticket__isnull=True` (the admin's "empty" filter,
+        # beside the event's own index), `startswith` on barcode or refs, a ref compared with
+        # a generic prepared plan (`= $1`): nothing in the code reads them that way.
         indexes = [
             models.Index(fields=["event", "state", "id"]),
             models.Index(

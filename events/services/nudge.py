@@ -36,23 +36,27 @@ PASS_TASK = "events.run_pass"  # noqa: S105 — a Celery task name
 DELIVERY_TASK = "events.deliver_outbox"
 
 
-def publish(task: str, args: Sequence[Any] = ()) -> None:
+def publish(task: str, args: Sequence[Any] = (), *, countdown: float | None = None) -> None:
     """The one publish point: send the task registered under `task` to the broker (with its
-    positional `args`, ids only, when it takes any)."""
+    positional `args`, ids only, when it takes any; `countdown`: run it that many seconds
+    later)."""
+    options: dict[str, Any] = {} if countdown is None else {"countdown": countdown}
     if args:
-        current_app.send_task(task, args=list(args))
+        current_app.send_task(task, args=list(args), **options)
     else:
-        current_app.send_task(task)
+        current_app.send_task(task, **options)
 
 
-def _send(key: str, task: str, args: Sequence[Any] = ()) -> bool:
+def _send(key: str, task: str, args: Sequence[Any] = (), countdown: float | None = None) -> bool:
     try:
         # Django's cache.add is this same SET NX EX on the cache's own Redis; the client is made
         # once (events.cache_client), not on every call.
         full_key = cache.make_and_validate_key(key)
         if not cache_client.writer(full_key).set(full_key, b"1", nx=True, ex=DEDUP_SECONDS):
             return False
-        if args:
+        if countdown is not None:
+            publish(task, args, countdown=countdown)
+        elif args:
             publish(task, args)
         else:
             publish(task)
@@ -68,12 +72,15 @@ def _send(key: str, task: str, args: Sequence[Any] = ()) -> bool:
     return True
 
 
-def after_commit(*, key: str, task: str, args: Sequence[Any] = ()) -> None:
+def after_commit(
+    *, key: str, task: str, args: Sequence[Any] = (), countdown: float | None = None
+) -> None:
     """Publish the Celery task registered as `task` once the current transaction commits,
     unless a nudge under `key` is already pending. `args`: the task's positional arguments
-    (ids), for a task run per object under a key of its own (the waiting list's per event)."""
+    (ids), for a task run per object under a key of its own (the waiting list's per event).
+    `countdown`: the task runs that many seconds after the publish (a retry that must not spin)."""
     args = tuple(args)
-    transaction.on_commit(lambda: _send(key, task, args))
+    transaction.on_commit(lambda: _send(key, task, args, countdown))
 
 
 def started(*, key: str) -> None:

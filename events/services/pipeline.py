@@ -37,10 +37,10 @@ from psycopg import pq
 
 
 class Pipeline:
-    def __init__(self, pipeline, raw, owns_transaction: bool) -> None:
+    def __init__(self, pipeline, owns_transaction: bool) -> None:
         self._pipeline = pipeline
-        self._raw = raw  # the psycopg connection
         self.owns_transaction = owns_transaction
+        self.commit_at_end = False
 
     def sync(self) -> None:
         """Send what is queued and wait for every answer (one round trip)."""
@@ -48,12 +48,12 @@ class Pipeline:
             self._pipeline.sync()
 
     def commit(self) -> None:
-        """Queue the COMMIT of a transaction this pipeline opened (`own_transaction`); it runs
-        at the block's end, after everything queued before it, and is skipped when any of those
-        failed (the transaction is then rolled back). Nothing else: otherwise the atomic block
-        commits as usual."""
-        if self.owns_transaction:
-            self._raw.execute(b"COMMIT", prepare=False)
+        """Ask for the COMMIT of a transaction this pipeline opened (`own_transaction`) to be
+        queued when the block ends without an exception and Django has not marked the
+        transaction for rollback (`transaction.set_rollback`, an error caught after an inner
+        atomic block): it then runs after everything queued before it, and the server skips it
+        when any of those failed. Otherwise nothing: the atomic block commits as usual."""
+        self.commit_at_end = self.owns_transaction
 
 
 class _Logged(CursorDebugWrapper):
@@ -97,11 +97,14 @@ def pipelined(*, own_transaction: bool = False) -> Iterator[Pipeline]:
         with connection.wrap_database_errors, raw.pipeline() as pipeline:
             if owned:
                 raw.execute(b"BEGIN", prepare=False)
+            pipe = Pipeline(pipeline, owned)
             try:
-                yield Pipeline(pipeline, raw, owned)
+                yield pipe
             except BaseException:
                 _drain(raw, pipeline)
                 raise
+            if pipe.commit_at_end and not connection.needs_rollback:
+                raw.execute(b"COMMIT", prepare=False)
     finally:
         if owned and raw.info.transaction_status == pq.TransactionStatus.IDLE:
             # Committed (or never begun): a statement after the block starts a transaction

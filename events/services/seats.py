@@ -437,12 +437,14 @@ def apply(*, event: Event, holds: Iterable[Hold]) -> dict[Key, tuple[int, int, i
 
 @dataclass
 class _Applied:
-    """An apply statement sent on `cursor`; `result()` reads the rows it returned."""
+    """An apply statement sent on `cursor`; `result()` reads the rows it returned (one per
+    ledger row; a guarded statement: one row of arrays, after the guard's result)."""
 
     event_id: int
     rows: list
     cursor: Any
     returns_rows: bool = True
+    guarded: bool = False
 
     def result(self) -> dict[Key, tuple[int, int, int]]:
         if self.cursor is None:
@@ -451,7 +453,12 @@ class _Applied:
             self.cursor.close()
             return {}
         try:
-            after = {(s, t): (r, u, h) for s, t, r, u, h, *_guard in self.cursor.fetchall()}
+            if self.guarded:
+                _guard, *columns = self.cursor.fetchone()
+                returned = zip(*(column or () for column in columns), strict=True)
+            else:
+                returned = self.cursor.fetchall()
+            after = {(s, t): (r, u, h) for s, t, r, u, h in returned}
         finally:
             self.cursor.close()
         if len(after) != len(self.rows):
@@ -500,17 +507,19 @@ def _send_apply(
         sql, params = _guarded(sql, params, len(changes), *guard)
     # A server-binding cursor (prepared): the booking sends this on every call.
     cursor = rows.send([*together_with, (sql, params)])
-    return _Applied(event.pk, changes, cursor)
+    return _Applied(event.pk, changes, cursor, guarded=guard is not None)
 
 
 def _guarded(
     sql: str, params: list, expected: int, requested: int, limits: list[tuple[Key, int]]
 ) -> rows.Statement:
     """The ledger statement with the limit check of `reserve` after it, as one statement: the
-    statement becomes the CTE `ledger`, whose rows (the counters it produced) are returned
-    with the guard's result; the guard raises when the tightest limit is exceeded (`over` > 0:
-    min(requested, over) seats missing) or when fewer rows than `expected` changed. No limit:
-    one row of NULLs, which exceeds nothing."""
+    statement becomes the CTE `ledger`, and one aggregate row over it calls the guard and
+    returns the counters it produced (as arrays). An aggregate without GROUP BY always yields
+    exactly one row, so the guard runs even when the ledger statement changed no row; it raises
+    when the tightest limit is exceeded (`over` > 0: min(requested, over) seats missing) or
+    when fewer rows than `expected` changed. No limit: one row of NULLs, which exceeds
+    nothing."""
     limit_rows: list[tuple[int | None, int | None, int | None]] = [
         (slot_id, ticket_id, maximum) for (slot_id, ticket_id), maximum in limits
     ] or [(None, None, None)]
@@ -541,12 +550,13 @@ _UPDATE_SQL = """
 """
 _GUARD_SQL = """
     WITH ledger AS ({ledger})
-    SELECT ledger.slot_id, ledger.ticket_id, ledger.reserved, ledger.used, ledger.held,
-           events_seats_guard(
+    SELECT events_seats_guard(
                %s::int,
-               max(ledger.reserved + ledger.used + ledger.held - m.maximum) OVER (),
-               count(*) OVER (),
-               %s::int)
+               max(ledger.reserved + ledger.used + ledger.held - m.maximum),
+               count(*),
+               %s::int),
+           array_agg(ledger.slot_id), array_agg(ledger.ticket_id),
+           array_agg(ledger.reserved), array_agg(ledger.used), array_agg(ledger.held)
       FROM ledger LEFT JOIN (VALUES {values}) AS m (slot_id, ticket_id, maximum)
         ON ledger.slot_id IS NOT DISTINCT FROM m.slot_id
        AND ledger.ticket_id IS NOT DISTINCT FROM m.ticket_id

@@ -13,7 +13,9 @@ Invariants:
   version, `xmin`): a registration change or a "generate leads" that landed meanwhile keeps the
   cursor where it must be (lower), so nothing is skipped; dedup makes the revisit harmless;
 - at most EVENT_LEAD_CRON_LIMIT registrations per pass; when work remains the pass nudges its
-  successor after commit; a finished request is deleted (unless touched meanwhile);
+  successor after commit — after a short countdown when the only work left is a request a
+  booking in flight holds locked (the claim skips it); a finished request is deleted (unless
+  touched meanwhile);
 - a failure (sink, data) parks the request: its batch rolls back, the cursor stays, the error
   is recorded on the request with an audit row and an ERROR log (when new or changed), and the
   pass goes on with the other requests. Parked requests are retried by the next pass.
@@ -81,6 +83,15 @@ _CLAIM = f"""
                FOR UPDATE SKIP LOCKED)
  RETURNING id, event_id, fencing_token
 """  # noqa: S608 — table names from model meta; values are parameters
+
+_CLAIMABLE = f"""
+    SELECT EXISTS (
+        SELECT 1 FROM {_REQUEST}
+         WHERE (lease_until IS NULL OR lease_until <= clock_timestamp())
+           AND error_datetime IS NULL
+           AND NOT (id = ANY(%(seen)s)))
+"""  # noqa: S608 — table name from model meta; values are parameters
+LOCKED_RETRY_SECONDS = 1.0
 
 _FENCE = "id = %(id)s AND fencing_token = %(token)s AND lease_holder = %(holder)s"
 _HELD = _FENCE + " AND lease_until > clock_timestamp()"
@@ -207,6 +218,7 @@ class _Pass:
     holder: str
     sink: ports.EventLeadSink | None = None
     report: PassReport = field(default_factory=PassReport)
+    retry_later: bool = False  # a claimable request was locked by a booking in flight
 
     def lead_sink(self) -> ports.EventLeadSink:
         if self.sink is None:
@@ -235,13 +247,32 @@ def run_pass(*, now: datetime | None = None, sink: ports.EventLeadSink | None = 
             break
         claim = _claim(ctx, seen)
         if claim is None:
+            if _locked_away(seen):
+                # A free request was skipped because a booking holds its row (the hook's
+                # upsert locks it until that booking commits, writing nothing and nudging
+                # nobody when the request already covers it): come back shortly, once it has
+                # committed, rather than leave its registrations to beat.
+                ctx.report.work_remaining = True
+                ctx.retry_later = True
             break
         seen.append(claim.id)
         ctx.report.requests_claimed += 1
         _walk(ctx, claim)
     if ctx.report.work_remaining:
-        nudge.after_commit(key=NUDGE_KEY, task=PASS_TASK)
+        if ctx.retry_later:
+            nudge.after_commit(key=NUDGE_KEY, task=PASS_TASK, countdown=LOCKED_RETRY_SECONDS)
+        else:
+            nudge.after_commit(key=NUDGE_KEY, task=PASS_TASK)
     return ctx.report
+
+
+def _locked_away(seen: Sequence[int]) -> bool:
+    """Whether a request the claim could have taken (free lease, not parked, not walked by this
+    pass) exists: the claim skips rows locked by a transaction in flight (SKIP LOCKED); this
+    plain read does not wait for them and sees the committed row."""
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIMABLE, {"seen": list(seen)})
+        return bool(cursor.fetchone()[0])
 
 
 def _pending(seen: Sequence[int]) -> bool:

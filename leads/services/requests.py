@@ -42,9 +42,11 @@ _REQUEST_RULES = LeadRequest.rules.through._meta.db_table
 # beat when parked). A request a walker holds is always rewritten: its new row version (xmin)
 # is what tells the walker that its batch must be walked again (passes.py). Leaving a request
 # unwritten is safe because ON CONFLICT DO UPDATE locks the conflicting row even when its WHERE
-# is false: until the booking commits, a walker's claim (an UPDATE of that row) waits, so no
-# walker can read a batch that misses this uncommitted registration and advance past it
-# unfenced (tests/leads/test_pass.py: test_an_unwritten_request_still_holds_off_a_walker_…).
+# is false: until the booking commits, a walker's claim (FOR UPDATE SKIP LOCKED) skips the
+# request, so no walker reads a batch that misses this uncommitted registration and advances
+# past it unfenced (tests/leads/test_pass.py: test_an_unwritten_request_still_holds_off_…). A
+# pass that skipped a request this way re-arms itself with a short countdown (passes.py), as
+# the booking that locked it nudges nobody.
 # The statement returns how many requests it wrote (0 or 1).
 _UPSERT_ALL_RULES = f"""
     WITH req AS (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from events import hooks
 from events.errors import DomainError
@@ -388,3 +388,26 @@ def test_the_booking_draws_ids_from_the_registration_tables_own_sequence(actor):
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT last_value FROM {locks.REGISTRATION_SEQUENCE}")  # noqa: S608
         assert cursor.fetchone()[0] == row.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_booking_marked_for_rollback_inside_commits_nothing(actor):
+    """The booking queues its own COMMIT when it opened the transaction; a hook that marks the
+    transaction for rollback (transaction.set_rollback, as Django does for an error caught
+    after an inner atomic block) must win, as it would with Django's own commit."""
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    ran: list[str] = []
+
+    def hook(rows, who):
+        transaction.on_commit(lambda: ran.append("on_commit"))
+        transaction.set_rollback(True)
+
+    hooks.registrations_changed.append(hook)
+    try:
+        registrations.register(event=event, attendees=[{"name": "A"}], actor=actor)
+    finally:
+        hooks.registrations_changed.remove(hook)
+    assert not Registration.objects.filter(event=event).exists()
+    assert seats.audit(event=event) == []
+    assert ran == []
+    assert len(registrations.register(event=event, attendees=[{"name": "B"}], actor=actor)) == 1

@@ -436,3 +436,15 @@ def test_a_refusal_reaching_the_client_mid_queue_logs_nothing_and_writes_nothing
     assert registrations.register(
         event=factories.EventFactory(), attendees=[{"name": "C"}], actor=actor
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_booking_that_owns_its_transaction_commits_nothing_when_the_ledger_misses_rows(actor):
+    """Outside any transaction the booking queues its COMMIT behind the writes: the guard must
+    refuse a ledger statement that changed no row (held seats that are not there) before that
+    COMMIT, not a check after it."""
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    with pytest.raises(RuntimeError, match="missing rows"):
+        registrations.register(event=event, attendees=[{"name": "Held"}], held_seats=1, actor=actor)
+    assert not Registration.objects.filter(event=event).exists()
+    assert not SeatLedger.objects.filter(event=event).exists()

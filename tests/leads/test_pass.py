@@ -5,6 +5,7 @@ queues the work inside the registration transaction."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter
 from datetime import timedelta
 from unittest import mock
@@ -165,6 +166,40 @@ def test_an_unwritten_request_still_holds_off_a_walker_until_the_booking_commits
     with _other_connection() as other:
         claimed = other.execute(passes._CLAIM, claim).fetchone()
     assert claimed is not None and claimed[0] == request.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pass_that_finds_the_request_locked_by_a_booking_comes_back_shortly(world, actor):
+    """The claim skips a request a booking in flight holds (SKIP LOCKED), and that booking,
+    writing nothing, nudges nobody: the pass re-arms itself with a short countdown instead of
+    leaving the registrations to beat."""
+    rule(world, actor)
+    register(world, actor, "Ada")
+    reports: list = []
+    nudges: list[dict] = []
+
+    def pass_elsewhere() -> None:
+        try:
+            reports.append(services.run_pass())
+        finally:
+            connection.close()
+
+    with mock.patch.object(nudge, "after_commit", side_effect=lambda **k: nudges.append(k)):
+        with transaction.atomic():
+            register(world, actor, "Bea")  # holds the request's row until it commits
+            walker = threading.Thread(target=pass_elsewhere)
+            walker.start()
+            walker.join(30)
+    assert reports and reports[0].requests_claimed == 0 and reports[0].work_remaining
+    assert nudges == [
+        {
+            "key": requests.NUDGE_KEY,
+            "task": requests.PASS_TASK,
+            "countdown": passes.LOCKED_RETRY_SECONDS,
+        }
+    ]
+    after = services.run_pass()  # the nudged pass, once the booking committed
+    assert (after.registrations_walked, after.leads_created) == (2, 2)
 
 
 # --- Must show 2: triggers --------------------------------------------------------------------
