@@ -24,6 +24,7 @@ pipelining changes when the client waits, not what the server does.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -34,6 +35,8 @@ from django.db.backends.postgresql.base import (  # type: ignore[attr-defined]  
     ServerBindingCursor,
 )
 from psycopg import pq
+
+logger = logging.getLogger("events.pipeline")
 
 
 class Pipeline:
@@ -124,8 +127,12 @@ def _drain(raw, pipeline) -> None:
         return
     try:
         pipeline.sync()
-    except psycopg.Error:
-        pass  # "pipeline aborted" for the skipped statements
+    except psycopg.errors.PipelineAborted:
+        return  # the skipped statements' answer: expected, the block's error is the one raised
+    except psycopg.Error as exc:
+        # Anything else (the connection lost meanwhile) must not replace the block's own error
+        # on its way out; it is logged, and the connection is dealt with as the block's error is.
+        logger.warning("pipeline not drained after an error: %s", exc)
 
 
 def _may_own_transaction(raw) -> bool:
