@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from django.db import InterfaceError, OperationalError, connection
+from django.db import connection
 from django.db.models import Model, Prefetch, QuerySet
 
 from events.models import (
@@ -237,20 +237,10 @@ def calendar_registration(*, registration_id: int) -> Registration | None:
     multi-slot event: one statement. Only the fields the capability check and the calendar
     read are loaded (any other field is deferred: reading it costs a query).
 
-    The request's first statement tests the kept connection itself, instead of the `SELECT 1`
-    CONN_HEALTH_CHECKS sends before it (a round trip on every request: a sixth of the route's
-    CPU, bench B5): when it finds the connection dropped since the last request (a failover, a
-    restart), the connection is replaced and the read, harmless to repeat, runs once more, so
-    the request answers as the health check would have it. Any other error is raised, and
-    nothing is retried inside a transaction."""
-    try:
-        row = _calendar_row(registration_id)
-    except (OperationalError, InterfaceError):
-        kept = connection.connection
-        if connection.in_atomic_block or kept is None or not kept.closed:
-            raise
-        connection.close()
-        row = _calendar_row(registration_id)
+    The request's first statement: it tests the kept connection itself instead of the
+    `SELECT 1` CONN_HEALTH_CHECKS sends before it (a sixth of the route's CPU, bench B5), and
+    replaces a connection dropped since the last request (`pipeline.first_read`)."""
+    row = pipeline.first_read(lambda: _calendar_row(registration_id))
     if row is None:
         return None
     instances: list[Any] = []

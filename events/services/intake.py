@@ -28,14 +28,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any, TypeVar
 
-from django.db import (
-    IntegrityError,
-    InterfaceError,
-    OperationalError,
-    connection,
-    models,
-    transaction,
-)
+from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 from events import ratelimit, selectors
@@ -345,31 +338,9 @@ def _instances(model: type[M], text: str | None) -> list[M]:
 
 
 def _read(event_id: int) -> tuple[Event, _Loaded] | None:
-    """The event (any state; `stage_pipe_end` set) and what its checks read, or None.
-
-    The request's first statement tests the kept connection itself, instead of the `SELECT 1`
-    that CONN_HEALTH_CHECKS sends before a request's first Django cursor (a round trip and
-    about 0.15 ms of CPU on every request, bench B2): when it meets a connection dropped since
-    the last request (a failover, a restart) and health checks are on, the connection is
-    replaced and the read, harmless to repeat, runs once more — the answer the health check
-    would have given (/ics does the same: selectors.calendar_registration). Nothing is retried
-    inside a transaction."""
-    try:
-        row = _intake_row(event_id)
-    except (OperationalError, InterfaceError):
-        kept = connection.connection
-        if (
-            not connection.settings_dict["CONN_HEALTH_CHECKS"]
-            or connection.in_atomic_block
-            or kept is None
-            or not kept.closed
-        ):
-            raise
-        connection.close()
-        row = _intake_row(event_id)
-    # Proven usable: Django's own check (BaseDatabaseWrapper.close_if_health_check_failed)
-    # need not send its SELECT 1 later in this request.
-    connection.health_check_done = True  # type: ignore[attr-defined]
+    """The event (any state; `stage_pipe_end` set) and what its checks read, or None. The
+    request's first statement: it tests the kept connection itself (`pipeline.first_read`)."""
+    row = pipeline.first_read(lambda: _intake_row(event_id))
     if row is None:
         return None
     fields = _fields(Event)
