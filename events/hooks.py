@@ -7,7 +7,12 @@ core calls each hook inside the same transaction as the change. Never Django sig
   (the booths overlay adds one Booth per TypeBooth).
 - `registrations_changed(registrations, actor)`: after registrations are created or change state
   (the leads overlay upserts the event's lead request). Until that overlay is installed the
-  list is empty and nothing happens.
+  list is empty and nothing happens. A hook that only writes can be a `RidingHook`: the
+  booking (registrations.register) then calls its `ride` before it sends its one write
+  statement, and the statements `ride` returns (events.services.rows.Rider) run inside that
+  statement, in the same snapshot as the booking's own writes; every other caller (a
+  transition) calls the hook as usual. The booking calls the other hooks after its writes
+  were sent, so a hook that reads sees them.
 - `reference_data()`: re-create the overlay's group permissions after a test flush
   (`events.reference_data.ensure`); the overlay's own data migration grants them first.
 - `seed_demo_type(event_type)`: `manage.py seed_demo` lets each overlay add its template lines
@@ -32,7 +37,8 @@ core calls each hook inside the same transaction as the change. Never Django sig
   Django system check, which every `manage.py` command runs.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 event_created_from_type: list[Callable[..., Any]] = []
@@ -46,6 +52,33 @@ template_previews: list[Callable[..., str]] = []
 startup_checks: list[Callable[[], None]] = []
 
 
+@dataclass(frozen=True)
+class RidingHook:
+    """A `registrations_changed` hook with a second form for the booking: `ride(registrations,
+    actor)` returns the statements to run inside the booking's write statement (a list of
+    events.services.rows.Rider, each setting up what it needs after commit itself) instead of
+    running its own; calling the hook runs `run`."""
+
+    run: Callable[..., Any]
+    ride: Callable[..., Sequence[Any]]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.run(*args, **kwargs)
+
+
 def run(hooks: list[Callable[..., Any]], *args: Any, **kwargs: Any) -> None:
     for hook in hooks:
         hook(*args, **kwargs)
+
+
+def ride(hooks: list[Callable[..., Any]], *args: Any) -> tuple[list[Any], list[Callable[..., Any]]]:
+    """The riders of the list's `RidingHook`s for these arguments, and the other hooks, which
+    the caller runs (`run`) once its statement was sent."""
+    riders: list[Any] = []
+    others: list[Callable[..., Any]] = []
+    for hook in hooks:
+        if isinstance(hook, RidingHook):
+            riders.extend(hook.ride(*args))
+        else:
+            others.append(hook)
+    return riders, others

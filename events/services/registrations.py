@@ -335,6 +335,7 @@ def _register(
     # The booking in two round trips, whatever the number of attendees (module docstring):
     # BEGIN with the lock and the reads under it; the writes with COMMIT.
     sent: Any = None
+    riders: list[sql_rows.Rider] = []
     with transaction.atomic():
         try:
             with pipeline.pipelined(own_transaction=True) as pipe:
@@ -425,6 +426,8 @@ def _register(
                     for row in rows
                 ]
                 writes.append(sql_rows.insert_statement(audit_rows))
+                # Overlays' hooks that only write ride in the same statement (events.hooks).
+                riders, other_hooks = hooks.ride(hooks.registrations_changed, rows, actor)
                 if state == S.OPEN:
                     sent = seats.send_reserve(
                         event=event,
@@ -433,14 +436,15 @@ def _register(
                         count=len(rows),
                         from_held=held_seats,
                         together_with=writes,
+                        riders=riders,
                     )
                 else:
-                    sent = sql_rows.send(writes)
+                    sent = sql_rows.send(writes, riders)
                 if state == S.OPEN and reads.after_sub:
                     scheduler.registrations_opened(
                         event=event, registrations=rows, now=now, schedulers=reads.after_sub
                     )
-                hooks.run(hooks.registrations_changed, rows, actor)
+                hooks.run(other_hooks, rows, actor)
                 # Last: COMMIT (when the pipeline opened the transaction) runs only if every
                 # statement before it succeeded — the seat guard's refusal included.
                 pipe.commit()
@@ -454,7 +458,11 @@ def _register(
         if isinstance(sent, seats.Reservation):
             sent.check()  # the counters it produced (the check itself ran in the statement)
         else:
-            sent.close()
+            try:
+                if riders:
+                    sql_rows.read_riders(sent.fetchone(), riders)
+            finally:
+                sent.close()
     return rows
 
 

@@ -11,6 +11,11 @@
   runs every part, in one snapshot, and an error in any part (a unique or foreign-key
   violation) fails the whole statement. Every statement but the last must not start with
   WITH; the last may (its CTEs follow the others: the seat guard, seats._guarded).
+- a `Rider` is another module's statement travelling inside that one statement: its
+  data-modifying CTEs join the WITH list, and the statement's answer carries the number of rows
+  the rider's `counted` CTE returned (`Rider.count`, set once the answer is read). An overlay's
+  hook rides in the booking's write statement that way (events.hooks.RidingHook) instead of
+  costing a statement of its own (client work and a server round of parse, bind and execute).
 - `columns(model, alias)` is the select list of a model's columns, in field order;
   `load(model, cursor)` turns the rows of such a select into instances (`Model.from_db`) and
   `from_json(model, objects)` the `to_jsonb(row)` objects of its table (each value through the
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import Any, TypeVar
@@ -36,6 +42,40 @@ from events.services import pipeline
 
 M = TypeVar("M", bound=models.Model)
 Statement = tuple[str, list[Any]]
+
+
+@dataclass
+class Rider:
+    """Statements joined to another statement: `ctes` is one or more `name AS (…)` (names the
+    rider's owner prefixes, so they never meet the host's), with their `params` in textual
+    order; `counted` names the CTE whose returned rows the host statement counts. `count` is
+    that number once the host's answer was read (`read_riders`), None before (or when the host
+    statement never ran to the end)."""
+
+    ctes: str
+    params: list[Any]
+    counted: str
+    count: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.counted.isidentifier():
+            raise ValueError(f"a rider counts a CTE by its name, not {self.counted!r}")
+
+
+def rider_columns(riders: Sequence[Rider]) -> str:
+    """The select-list items a host query appends last, one count per rider."""
+    # S608: `counted` is a CTE name the rider's owner chose in code (an identifier, checked).
+    return "".join(f", (SELECT count(*) FROM {rider.counted})" for rider in riders)  # noqa: S608
+
+
+def read_riders(answer: Sequence[Any], riders: Sequence[Rider]) -> None:
+    """Set each rider's count from the host's answer row, whose last columns are the riders'
+    (`rider_columns`)."""
+    if not riders:
+        return
+    counts = answer[len(answer) - len(riders) :]
+    for rider, count in zip(riders, counts, strict=True):
+        rider.count = count
 
 
 @cache
@@ -118,25 +158,38 @@ def insert_statement(instances: Sequence[models.Model]) -> Statement:
     return _insert_sql(model, with_pk, len(instances)), params
 
 
-def combined(statements: Sequence[Statement]) -> Statement:
+def combined(statements: Sequence[Statement], riders: Sequence[Rider] = ()) -> Statement:
     """One statement running all of them; every one but the last as a data-modifying CTE (a
-    last statement with CTEs of its own keeps them, after these)."""
+    last statement with CTEs of its own keeps them, after these), the riders' CTEs after the
+    statements'. With riders, a last statement that is a query must select
+    `rider_columns(riders)` last; any other last statement becomes a CTE too, and the statement
+    answers one row of the riders' counts."""
     *before, (sql, params) = statements
-    if not before:
-        return sql, params
-    ctes = ", ".join(f"w{index} AS ({part})" for index, (part, _) in enumerate(before))
-    params = [p for _, part_params in before for p in part_params] + params
     body = sql.lstrip()
+    if riders and body.split(None, 1)[0].upper() not in ("SELECT", "WITH"):
+        before.append((sql, params))
+        sql, params = "SELECT NULL" + rider_columns(riders), []
+        body = sql
+    if not before and not riders:
+        return sql, params
+    ctes = [f"w{index} AS ({part})" for index, (part, _) in enumerate(before)]
+    ctes += [rider.ctes for rider in riders]
+    params = (
+        [p for _, part_params in before for p in part_params]
+        + [p for rider in riders for p in rider.params]
+        + params
+    )
     if body[:5].upper() == "WITH ":
-        return f"WITH {ctes}, {body[5:]}", params
-    return f"WITH {ctes} {sql}", params
+        return f"WITH {', '.join(ctes)}, {body[5:]}", params
+    return f"WITH {', '.join(ctes)} {sql}", params
 
 
-def send(statements: Sequence[Statement]):
+def send(statements: Sequence[Statement], riders: Sequence[Rider] = ()):
     """Send the statements as one (`combined`) on a new cursor, returned open: in pipeline
-    mode the caller keeps it until the pipeline's sync, then reads (or just closes) it."""
+    mode the caller keeps it until the pipeline's sync, then reads (or just closes) it; with
+    riders, its answer row ends with their counts (`read_riders`)."""
     cursor = pipeline.cursor()
-    cursor.execute(*combined(statements))
+    cursor.execute(*combined(statements, riders))
     return cursor
 
 

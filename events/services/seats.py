@@ -36,6 +36,7 @@ from events.models import (
     WaitlistState,
 )
 from events.services import rows
+from events.services.rows import Rider
 
 HOLDING = (RegistrationState.OPEN, RegistrationState.DONE)
 
@@ -370,6 +371,7 @@ def send_reserve(
     hold: bool = False,
     from_held: int = 0,
     together_with: Sequence[rows.Statement] = (),
+    riders: Sequence[rows.Rider] = (),
 ) -> Reservation:
     """Send `reserve`'s statement, its limit check included. Outside pipeline mode it runs
     here and a refusal raises `SeatsUnavailable` here; in pipeline mode the refusal surfaces at
@@ -377,7 +379,8 @@ def send_reserve(
     caller reads the counters with `check()` afterwards. `together_with`:
     INSERT statements (`rows.insert_statement`) sent in the same statement as the increment
     (`rows.combined`), so a whole booking's writes are one statement; they are rolled back with
-    it on a refusal."""
+    it on a refusal. `riders` (rows.Rider) travel in that statement too; `check()` sets their
+    counts."""
     if not 0 <= from_held <= count or (hold and from_held):
         raise ValueError(f"from_held={from_held} of count={count} (hold={hold})")
     ticket_id = ticket.pk if ticket is not None else None
@@ -387,7 +390,7 @@ def send_reserve(
         change = Hold(slot_id, ticket_id, reserved=count, held=-from_held)
     guard = (count, _limits(event, slot_id, ticket))
     with refusals(slot_id, ticket):  # outside pipeline mode the statement runs (and refuses) here
-        pending = _send_apply(event, [change], together_with, guard=guard)
+        pending = _send_apply(event, [change], together_with, guard=guard, riders=riders)
     return Reservation(event, slot_id, ticket, count, pending)
 
 
@@ -445,16 +448,23 @@ class _Applied:
     cursor: Any
     returns_rows: bool = True
     guarded: bool = False
+    riders: Sequence[Rider] = ()
 
     def result(self) -> dict[Key, tuple[int, int, int]]:
         if self.cursor is None:
             return {}
         if not self.returns_rows:
-            self.cursor.close()
+            try:
+                if self.riders:
+                    rows.read_riders(self.cursor.fetchone(), self.riders)
+            finally:
+                self.cursor.close()
             return {}
         try:
             if self.guarded:
-                _guard, *columns = self.cursor.fetchone()
+                answer = self.cursor.fetchone()
+                rows.read_riders(answer, self.riders)
+                _guard, *columns = answer[: len(answer) - len(self.riders)]
                 returned = zip(*(column or () for column in columns), strict=True)
             else:
                 returned = self.cursor.fetchall()
@@ -475,6 +485,7 @@ def _send_apply(
     together_with: Sequence[rows.Statement] = (),
     *,
     guard: tuple[int, list[tuple[Key, int]]] | None = None,
+    riders: Sequence[rows.Rider] = (),
 ) -> _Applied:
     deltas: Counter = Counter()
     for hold in holds:
@@ -485,9 +496,11 @@ def _send_apply(
     keys = sorted({k for k, _ in deltas}, key=lambda k: (k[0] or 0, k[1] or 0))
     changes = [(k, deltas[(k, "r")], deltas[(k, "u")], deltas[(k, "h")]) for k in keys]
     changes = [change for change in changes if any(change[1:])]
+    if riders and guard is None:
+        raise ValueError("riders travel only in a guarded statement (send_reserve)")
     if not changes:
-        cursor = rows.send(together_with) if together_with else None
-        return _Applied(event.pk, changes, cursor, returns_rows=False)
+        cursor = rows.send(together_with, riders) if together_with or riders else None
+        return _Applied(event.pk, changes, cursor, returns_rows=False, riders=riders)
     params: list = []
     if all(min(change[1:]) >= 0 for change in changes):
         # Taking seats: one upsert behind the (event, slot, ticket) NULLS NOT DISTINCT key.
@@ -504,14 +517,20 @@ def _send_apply(
         sql = _UPDATE_SQL.format(values=values)
         params.append(event.pk)
     if guard is not None:
-        sql, params = _guarded(sql, params, len(changes), *guard)
+        sql, params = _guarded(sql, params, len(changes), *guard, riders=riders)
     # A server-binding cursor (prepared): the booking sends this on every call.
-    cursor = rows.send([*together_with, (sql, params)])
-    return _Applied(event.pk, changes, cursor, guarded=guard is not None)
+    cursor = rows.send([*together_with, (sql, params)], riders)
+    return _Applied(event.pk, changes, cursor, guarded=guard is not None, riders=riders)
 
 
 def _guarded(
-    sql: str, params: list, expected: int, requested: int, limits: list[tuple[Key, int]]
+    sql: str,
+    params: list,
+    expected: int,
+    requested: int,
+    limits: list[tuple[Key, int]],
+    *,
+    riders: Sequence[rows.Rider] = (),
 ) -> rows.Statement:
     """The ledger statement with the limit check of `reserve` after it, as one statement: the
     statement becomes the CTE `ledger`, and one aggregate row over it calls the guard and
@@ -519,13 +538,13 @@ def _guarded(
     exactly one row, so the guard runs even when the ledger statement changed no row; it raises
     when the tightest limit is exceeded (`over` > 0: min(requested, over) seats missing) or
     when fewer rows than `expected` changed. No limit: one row of NULLs, which exceeds
-    nothing."""
+    nothing. The riders' counts (rows.rider_columns) end the row."""
     limit_rows: list[tuple[int | None, int | None, int | None]] = [
         (slot_id, ticket_id, maximum) for (slot_id, ticket_id), maximum in limits
     ] or [(None, None, None)]
     values = ", ".join(["(%s::bigint, %s::bigint, %s::int)"] * len(limit_rows))
     return (
-        _GUARD_SQL.format(ledger=sql, values=values),
+        _GUARD_SQL.format(ledger=sql, values=values, riders=rows.rider_columns(riders)),
         [*params, requested, expected, *(value for row in limit_rows for value in row)],
     )
 
@@ -556,7 +575,7 @@ _GUARD_SQL = """
                count(*),
                %s::int),
            array_agg(ledger.slot_id), array_agg(ledger.ticket_id),
-           array_agg(ledger.reserved), array_agg(ledger.used), array_agg(ledger.held)
+           array_agg(ledger.reserved), array_agg(ledger.used), array_agg(ledger.held){riders}
       FROM ledger LEFT JOIN (VALUES {values}) AS m (slot_id, ticket_id, maximum)
         ON ledger.slot_id IS NOT DISTINCT FROM m.slot_id
        AND ledger.ticket_id IS NOT DISTINCT FROM m.ticket_id

@@ -2,7 +2,8 @@
 
 Invariants:
 - `registrations_changed` is the core hook (events.hooks), run inside the registration
-  transaction: ONE statement per event upserts the event's request, lowers its cursor to below
+  transaction (a booking runs its riding form, `ride`, inside the booking's own write
+  statement): ONE statement per event upserts the event's request, lowers its cursor to below
   the registration (so the walk revisits it) and makes it cover every rule; a request that
   already covers it and that no walker holds is left unwritten. The pass is nudged after
   commit when a request was written. Dedup (UNIQUE (rule, registration)) makes revisits
@@ -22,9 +23,10 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 
+from events import hooks
 from events.errors import ValidationFailed
 from events.models import Event, Registration
-from events.services import audit, nudge, pipeline
+from events.services import audit, nudge, pipeline, rows
 from leads.models import LeadProvenance, LeadRequest, LeadRule
 
 NUDGE_KEY = "leads:nudge:lead-pass"
@@ -47,9 +49,11 @@ _REQUEST_RULES = LeadRequest.rules.through._meta.db_table
 # past it unfenced (tests/leads/test_pass.py: test_an_unwritten_request_still_holds_off_…). A
 # pass that skipped a request this way re-arms itself with a short countdown (passes.py), as
 # the booking that locked it nudges nobody.
-# The statement returns how many requests it wrote (0 or 1).
-_UPSERT_ALL_RULES = f"""
-    WITH req AS (
+# As CTEs (`leads_request<n>` returns the request it wrote, if any), so that the booking can run
+# them inside its own write statement (`ride`); alone, the statement returns how many requests
+# it wrote (0 or 1).
+_ALL_RULES_CTES = f"""
+    leads_request{{n}} AS (
         INSERT INTO {_REQUEST} AS r
                (event_id, cursor, lease_holder, fencing_token, error_message, created_at)
         VALUES (%s, %s, '', 0, '', now())
@@ -58,11 +62,11 @@ _UPSERT_ALL_RULES = f"""
             OR r.lease_until IS NOT NULL
             OR EXISTS (SELECT 1 FROM {_REQUEST_RULES} s WHERE s.leadrequest_id = r.id)
         RETURNING r.id
-    ), subset AS (
-        DELETE FROM {_REQUEST_RULES} WHERE leadrequest_id IN (SELECT id FROM req)
+    ), leads_subset{{n}} AS (
+        DELETE FROM {_REQUEST_RULES} WHERE leadrequest_id IN (SELECT id FROM leads_request{{n}})
     )
-    SELECT count(*) FROM req
 """  # noqa: S608 — table names from model meta; values are parameters
+_UPSERT_ALL_RULES = f"WITH {_ALL_RULES_CTES.format(n='')} SELECT count(*) FROM leads_request"  # noqa: S608
 
 _UPSERT = f"""
     INSERT INTO {_REQUEST}
@@ -95,28 +99,54 @@ def hold_events(event_ids: Iterable[int]) -> None:
             cursor.execute(_HOLD_EVENTS, [ids])
 
 
-def registrations_changed(registrations: Iterable[Registration], actor: Any = None) -> None:
-    """The core hook: queue lead work for the events of these registrations (created or whose
-    state changed), inside the caller's transaction; the pass is nudged after commit when a
-    request was written.
-
-    A booking runs it inside its pipeline (events.services.pipeline): the statements are only
-    queued here, on server-binding cursors (prepared after their first uses), and their answers
-    are read after commit."""
+def _lowest_per_event(registrations: Iterable[Registration]) -> dict[int, int]:
     lowest: dict[int, int] = {}
     for registration in registrations:
         event_id, pk = registration.event_id, registration.pk
         if pk is None:
             continue
         lowest[event_id] = min(lowest.get(event_id, pk), pk)
+    return dict(sorted(lowest.items()))
+
+
+def registrations_changed(registrations: Iterable[Registration], actor: Any = None) -> None:
+    """The core hook: queue lead work for the events of these registrations (created or whose
+    state changed), inside the caller's transaction; the pass is nudged after commit when a
+    request was written.
+
+    In pipeline mode (events.services.pipeline) the statements are only queued here, on
+    server-binding cursors (prepared after their first uses), and their answers are read after
+    commit. A booking runs `ride` instead."""
+    lowest = _lowest_per_event(registrations)
     if not lowest:
         return
     sent = []
-    for event_id, pk in sorted(lowest.items()):
+    for event_id, pk in lowest.items():
         cursor = pipeline.cursor()
         cursor.execute(_UPSERT_ALL_RULES, [event_id, pk - 1])
         sent.append(cursor)
     transaction.on_commit(lambda: _nudge_when_written(sent), robust=True)
+
+
+def ride(registrations: Iterable[Registration], actor: Any = None) -> list[rows.Rider]:
+    """`registrations_changed` as statements riding in the booking's write statement
+    (events.hooks.RidingHook): the same upserts, in the booking's statement instead of one of
+    their own; the pass is nudged after commit when the statement wrote a request (a count
+    never read counts as written)."""
+    riders = [
+        rows.Rider(
+            ctes=_ALL_RULES_CTES.format(n=index),
+            params=[event_id, pk - 1],
+            counted=f"leads_request{index}",
+        )
+        for index, (event_id, pk) in enumerate(_lowest_per_event(registrations).items())
+    ]
+    if riders:
+        transaction.on_commit(lambda: _nudge_when_ridden(riders), robust=True)
+    return riders
+
+
+HOOK = hooks.RidingHook(run=registrations_changed, ride=ride)
 
 
 def _nudge_when_written(cursors: list) -> None:
@@ -127,6 +157,11 @@ def _nudge_when_written(cursors: list) -> None:
         finally:
             cursor.close()
     if written:
+        nudge.after_commit(key=NUDGE_KEY, task=PASS_TASK)  # committed: publishes now
+
+
+def _nudge_when_ridden(riders: list[rows.Rider]) -> None:
+    if any(rider.count != 0 for rider in riders):
         nudge.after_commit(key=NUDGE_KEY, task=PASS_TASK)  # committed: publishes now
 
 

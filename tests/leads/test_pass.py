@@ -17,6 +17,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from events.errors import DomainError
 from events.models import EventAuditLog
 from events.services import nudge
 from events.services import registrations as registration_services
@@ -78,6 +79,69 @@ def test_registration_queues_the_events_request_with_one_statement(world, actor)
     request.refresh_from_db()
     assert request.cursor == first.pk - 1  # lowered below the registration
     assert list(request.rules.all()) == []  # a registration change concerns every rule
+
+
+@pytest.mark.django_db
+def test_a_booking_writes_the_request_inside_its_own_write_statement(world, actor):
+    """The hook rides in the booking's one write statement (events.hooks.RidingHook): no
+    statement of its own, and the request is written all the same."""
+    with CaptureQueriesContext(connection) as ctx:
+        (first,) = register(world, actor, "Ada")
+    touching = [q["sql"] for q in ctx.captured_queries if "leads_leadrequest" in q["sql"]]
+    assert len(touching) == 1
+    assert "INSERT INTO \"events_registration\"" in touching[0]
+    assert "events_seats_guard" in touching[0]
+    assert LeadRequest.objects.get(event=world.event).cursor == first.pk - 1
+
+
+@pytest.mark.django_db
+def test_a_draft_booking_rides_too_and_nudges_when_it_wrote_the_request(
+    world, actor, django_capture_on_commit_callbacks
+):
+    """A draft takes no seat: its write statement has no seat guard, and the riders' counts
+    are the statement's whole answer."""
+    with (
+        mock.patch.object(nudge, "_send") as sent,
+        django_capture_on_commit_callbacks(execute=True),
+        CaptureQueriesContext(connection) as ctx,
+    ):
+        (draft,) = register(world, actor, "Ada", state="draft")
+    assert [q["sql"] for q in ctx.captured_queries if "leads_leadrequest" in q["sql"]] == [
+        next(q["sql"] for q in ctx.captured_queries if 'INTO "events_registration"' in q["sql"])
+    ]
+    assert LeadRequest.objects.get(event=world.event).cursor == draft.pk - 1
+    assert [c.args[:2] for c in sent.call_args_list] == [(requests.NUDGE_KEY, requests.PASS_TASK)]
+
+    version = request_version(world.event)  # covered now: the next draft leaves it unwritten
+    with (
+        mock.patch.object(nudge, "_send") as sent,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        register(world, actor, "Bea", state="draft")
+    assert request_version(world.event) == version
+    sent.assert_not_called()
+
+
+@pytest.mark.django_db
+def test_a_refused_booking_leaves_the_request_as_it_was_and_nudges_nobody(
+    world, actor, django_capture_on_commit_callbacks
+):
+    event = factories.EventFactory(seats_limited=True, seats_max=1)
+    (first,) = registration_services.register(event=event, attendees=[{"name": "A"}], actor=actor)
+    LeadRequest.objects.filter(event=event).update(
+        lease_holder="walker", lease_until=timezone.now() + timedelta(minutes=5)
+    )  # a held request is always rewritten: only the refusal can keep it as it is
+    version = request_version(event)
+    with (
+        mock.patch.object(nudge, "_send") as sent,
+        django_capture_on_commit_callbacks(execute=True),
+        pytest.raises(DomainError) as refused,
+    ):
+        registration_services.register(event=event, attendees=[{"name": "B"}], actor=actor)
+    assert refused.value.code == "sold_out"
+    assert request_version(event) == version
+    assert LeadRequest.objects.get(event=event).cursor == first.pk - 1
+    sent.assert_not_called()
 
 
 @pytest.mark.django_db
