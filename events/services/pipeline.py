@@ -20,6 +20,14 @@ pipelining changes when the client waits, not what the server does.
   and plans it once per connection instead of on every booking. Django's own cursors bind on
   the client and never prepare. Only statements with a fixed text use it (names from model
   meta, a placeholder count set by the number of rows).
+- psycopg turns a statement's `%s` placeholders into `$n` once and keeps the result (an LRU
+  of 128 statements), but only for statements of at most 50 parameters: the limit keeps
+  bulk INSERTs with varying row counts, as ORMs generate them, out of that cache. The
+  booking's write statement belongs to a small fixed family and often has more (one attendee
+  with an answer and a ticket: 60), so psycopg parsed it again on every booking — about 170 µs
+  of CPU, a tenth of an intake request (bench B2). `cache_statement_conversions()` (run by
+  the events app at start-up) raises that limit; psycopg's other limit, 4,096 bytes of
+  statement text, stays, and keeps the many-attendee shapes (rare) out.
 """
 
 from __future__ import annotations
@@ -38,6 +46,26 @@ from django.db.backends.postgresql.base import (  # type: ignore[attr-defined]  
 from psycopg import pq
 
 logger = logging.getLogger("events.pipeline")
+
+# Parameters of a statement whose conversion psycopg caches (see the module docstring).
+CACHED_STATEMENT_PARAMS = 500
+
+
+def cache_statement_conversions() -> bool:
+    """Let psycopg cache the conversion of statements of up to CACHED_STATEMENT_PARAMS
+    parameters. psycopg keeps its limit in a module constant (psycopg._queries, read on every
+    conversion); False, and nothing changed, when that constant is not there (another psycopg
+    version): bookings then cost that parse again, and tests/probes/test_round_trips.py says
+    so."""
+    from psycopg import _queries
+
+    if not isinstance(getattr(_queries, "MAX_CACHED_STATEMENT_PARAMS", None), int):
+        return False
+    _queries.MAX_CACHED_STATEMENT_PARAMS = max(
+        _queries.MAX_CACHED_STATEMENT_PARAMS, CACHED_STATEMENT_PARAMS
+    )
+    return True
+
 
 T = TypeVar("T")
 
