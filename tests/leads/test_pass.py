@@ -89,7 +89,7 @@ def test_a_booking_writes_the_request_inside_its_own_write_statement(world, acto
         (first,) = register(world, actor, "Ada")
     touching = [q["sql"] for q in ctx.captured_queries if "leads_leadrequest" in q["sql"]]
     assert len(touching) == 1
-    assert "INSERT INTO \"events_registration\"" in touching[0]
+    assert 'INSERT INTO "events_registration"' in touching[0]
     assert "events_seats_guard" in touching[0]
     assert LeadRequest.objects.get(event=world.event).cursor == first.pk - 1
 
