@@ -15,8 +15,9 @@ tests/probes/test_round_trips.py):
    schedulers, the new registrations' ids (locks.read_for_booking);
 2. every write as one statement — the seat increment (an upsert returning the counters it
    produced, and checking every limit against them: seats.send_reserve) with the
-   registrations, answers and audit rows as data-modifying CTEs — plus the after_sub rows and
-   the overlays' hooks, then COMMIT, sent together. A refusal (a limit exceeded, a unique
+   registrations, answers and audit rows, and the overlays' riding hooks (events.hooks), as
+   data-modifying CTEs — plus the after_sub rows and the other hooks, then COMMIT, sent
+   together. A refusal (a limit exceeded, a unique
    barcode taken) fails its statement: PostgreSQL then skips the COMMIT queued behind it and
    the atomic block rolls the transaction back (a third round trip, ROLLBACK); the seat
    guard's refusal comes out as `SeatsUnavailable`.
