@@ -38,7 +38,14 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 import psycopg
-from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connection, connections
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    DatabaseError,
+    InterfaceError,
+    OperationalError,
+    connection,
+    connections,
+)
 from django.db.backends.postgresql.base import (  # type: ignore[attr-defined]  # psycopg 3 only
     CursorDebugWrapper,
     ServerBindingCursor,
@@ -154,43 +161,52 @@ def pipelined(*, own_transaction: bool = False) -> Iterator[Pipeline]:
         # commit (or rollback) is a no-op once the queued COMMIT ran, and it restores
         # autocommit as always.
         raw.autocommit = True
+    failure: Exception | None = None
     try:
-        with connection.wrap_database_errors, raw.pipeline() as pipeline:
-            if owned:
-                raw.execute(b"BEGIN", prepare=False)
-            pipe = Pipeline(pipeline, owned)
-            try:
-                yield pipe
-            except BaseException:
-                _drain(raw, pipeline)
+        try:
+            with connection.wrap_database_errors, raw.pipeline() as pipeline:
+                if owned:
+                    raw.execute(b"BEGIN", prepare=False)
+                pipe = Pipeline(pipeline, owned)
+                try:
+                    with connection.wrap_database_errors:
+                        yield pipe
+                        if pipe.commit_at_end and not connection.needs_rollback:
+                            raw.execute(b"COMMIT", prepare=False)
+                except Exception as exc:
+                    # Leave psycopg's pipeline block normally (its end sends what is queued, as
+                    # always) and raise the block's error after it: see _ended_after.
+                    failure = exc
+        except DatabaseError as end_error:
+            if failure is None:
                 raise
-            if pipe.commit_at_end and not connection.needs_rollback:
-                raw.execute(b"COMMIT", prepare=False)
+            _ended_after(failure, end_error)
     finally:
         if owned and raw.info.transaction_status == pq.TransactionStatus.IDLE:
             # Committed (or never begun): a statement after the block starts a transaction
             # of its own again, which the atomic block commits. After a failure the status is
             # not idle; the atomic block's rollback and autocommit restore see to it.
             raw.autocommit = False
+    if failure is not None:
+        raise failure
 
 
-def _drain(raw, pipeline) -> None:
-    """The block raised a statement's error: finish the aborted pipeline before leaving it,
-    ignoring the answers (that error is the one raised). It can reach the client while the
-    block is still queueing (psycopg raises it at a later `execute`); the server skips the
-    statements after it, and psycopg would log a WARNING about them when the pipeline ends —
-    on every such refusal (a sold-out booking in a rush). Any other exception leaves the
-    pipeline as it is: its end sends what is queued, as always."""
-    if raw.pgconn.pipeline_status != pq.PipelineStatus.ABORTED:
+def _ended_after(failure: Exception, end_error: DatabaseError) -> None:
+    """The block failed (`failure`, raised once the pipeline ended) and the pipeline's end
+    raised `end_error`. When a statement failed, the server skipped what was queued behind it
+    (the hooks' statements, COMMIT) and their answer at the end is "pipeline aborted": expected,
+    and the statement's own error is the one raised. The error can reach the client while the
+    block still queues (psycopg raises it at a later `execute`, the queued COMMIT included). Had
+    the block left psycopg's pipeline with the error in flight, psycopg would log a WARNING
+    about the skipped statements on every such refusal (a sold-out booking in a rush). Any
+    other error at the end (the connection lost meanwhile) must not replace the block's own on
+    its way out either; it is logged, and the connection is dealt with as the block's error
+    is."""
+    if isinstance(end_error.__cause__, psycopg.errors.PipelineAborted):
         return
-    try:
-        pipeline.sync()
-    except psycopg.errors.PipelineAborted:
-        return  # the skipped statements' answer: expected, the block's error is the one raised
-    except psycopg.Error as exc:
-        # Anything else (the connection lost meanwhile) must not replace the block's own error
-        # on its way out; it is logged, and the connection is dealt with as the block's error is.
-        logger.warning("pipeline not drained after an error: %s", exc)
+    logger.warning(
+        "pipeline ended with an error after the block failed (%r): %s", failure, end_error
+    )
 
 
 def _may_own_transaction(raw) -> bool:

@@ -408,8 +408,17 @@ def test_an_unlimited_pair_passes_the_guard_and_returns_its_counters(actor):
         assert sent.check() == {(None, None): (4, 0, 0)}
 
 
-@pytest.mark.django_db
-def test_a_refusal_reaching_the_client_mid_queue_logs_nothing_and_writes_nothing(actor, caplog):
+@pytest.mark.parametrize(
+    "owned",
+    [
+        pytest.param(False, marks=pytest.mark.django_db, id="savepoint"),
+        # the booking opens its own transaction: the refusal meets the queued COMMIT
+        pytest.param(True, marks=pytest.mark.django_db(transaction=True), id="own-transaction"),
+    ],
+)
+def test_a_refusal_reaching_the_client_mid_queue_logs_nothing_and_writes_nothing(
+    actor, caplog, owned
+):
     """Under load the guard's refusal can reach the client while the booking still queues its
     hook statements and COMMIT (psycopg raises it at a later execute): still `SeatsUnavailable`,
     nothing written, and no psycopg WARNING about the skipped statements (one per refusal in a
@@ -430,8 +439,8 @@ def test_a_refusal_reaching_the_client_mid_queue_logs_nothing_and_writes_nothing
                 assert caught.value.code == "sold_out"
     finally:
         hooks.registrations_changed.remove(slow_hook)
-    # neither psycopg's warning nor the drain's own (the skipped statements answer "pipeline
-    # aborted", the one error the drain expects)
+    # neither psycopg's warning nor the pipeline's own (the skipped statements answer "pipeline
+    # aborted", the one error expected at the pipeline's end)
     assert [
         r.getMessage() for r in caplog.records if r.name.startswith(("psycopg", "events.pipeline"))
     ] == []
