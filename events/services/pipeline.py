@@ -26,8 +26,10 @@ pipelining changes when the client waits, not what the server does.
   booking's write statement belongs to a small fixed family and often has more (one attendee
   with an answer and a ticket: 60), so psycopg parsed it again on every booking — about 170 µs
   of CPU, a tenth of an intake request (bench B2). `cache_statement_conversions()` (run by
-  the events app at start-up) raises that limit; psycopg's other limit, 4,096 bytes of
-  statement text, stays, and keeps the many-attendee shapes (rare) out.
+  the events app at start-up) raises that limit to 256 (three attendees with two answers each
+  on a multi-slot event with a ticket: 160); psycopg's other limit, 4,096 bytes of statement
+  text, stays and keeps the many-attendee shapes (rare) out. Each process's two caches of 128
+  entries may then hold bigger entries (~40 KB for 256 parameters): a few MB at worst.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from psycopg import pq
 logger = logging.getLogger("events.pipeline")
 
 # Parameters of a statement whose conversion psycopg caches (see the module docstring).
-CACHED_STATEMENT_PARAMS = 500
+CACHED_STATEMENT_PARAMS = 256
 
 
 def cache_statement_conversions() -> bool:

@@ -162,14 +162,20 @@ def combined(statements: Sequence[Statement], riders: Sequence[Rider] = ()) -> S
     """One statement running all of them; every one but the last as a data-modifying CTE (a
     last statement with CTEs of its own keeps them, after these), the riders' CTEs after the
     statements'. With riders, a last statement that is a query must select
-    `rider_columns(riders)` last; any other last statement becomes a CTE too, and the statement
-    answers one row of the riders' counts."""
-    *before, (sql, params) = statements
-    body = sql.lstrip()
-    if riders and body.split(None, 1)[0].upper() not in ("SELECT", "WITH"):
-        before.append((sql, params))
-        sql, params = "SELECT NULL" + rider_columns(riders), []
-        body = sql
+    `rider_columns(riders)` last; any other last statement becomes a CTE too (as do no
+    statements at all), and the statement answers one row of the riders' counts."""
+    if not statements and not riders:
+        raise ValueError("combined() needs a statement or a rider")
+    before = list(statements)
+    sql, params = before.pop() if before else ("", [])
+    words = sql.split(None, 2)
+    first = words[0].upper() if words else ""
+    if first == "WITH" and len(words) > 1 and words[1].upper() == "RECURSIVE":
+        raise ValueError("combined() cannot splice a WITH RECURSIVE statement")
+    if riders and first not in ("SELECT", "WITH"):
+        if sql:
+            before.append((sql, params))
+        sql, params, first = "SELECT NULL" + rider_columns(riders), [], "SELECT"
     if not before and not riders:
         return sql, params
     ctes = [f"w{index} AS ({part})" for index, (part, _) in enumerate(before)]
@@ -179,8 +185,9 @@ def combined(statements: Sequence[Statement], riders: Sequence[Rider] = ()) -> S
         + [p for rider in riders for p in rider.params]
         + params
     )
-    if body[:5].upper() == "WITH ":
-        return f"WITH {', '.join(ctes)}, {body[5:]}", params
+    if first == "WITH":
+        # the statement's own CTEs follow these: "WITH" and its whitespace give way to ", "
+        return f"WITH {', '.join(ctes)}, {sql.split(None, 1)[1]}", params
     return f"WITH {', '.join(ctes)} {sql}", params
 
 

@@ -89,3 +89,30 @@ def test_without_riders_the_statement_is_unchanged():
 def test_a_rider_counts_a_cte_by_its_name_only():
     with pytest.raises(ValueError, match="by its name"):
         rows.Rider(ctes="x AS (SELECT 1)", params=[], counted="x) FROM y; --")
+
+
+def test_a_host_whose_with_is_followed_by_a_newline_is_spliced_too(scratch):
+    riders = [side_rider("rd", 4, 40)]
+    columns = rows.rider_columns(riders)
+    host = (f"WITH\n  d AS (SELECT %s::int AS d)\nSELECT d{columns} FROM d", [6])  # noqa: S608
+    answer = run(rows.combined([("INSERT INTO rider_host (v) VALUES (%s)", [1]), host], riders))
+    rows.read_riders(answer, riders)
+    assert answer[0] == 6
+    assert riders[0].count == 1
+
+
+def test_riders_alone_answer_their_counts(scratch):
+    riders = [side_rider("re", 5, 50)]
+    rows.read_riders(run(rows.combined([], riders)), riders)
+    assert riders[0].count == 1
+    assert table("rider_side") == [(5, 50)]
+
+
+def test_a_recursive_host_is_refused():
+    with pytest.raises(ValueError, match="RECURSIVE"):
+        rows.combined(
+            [
+                ("INSERT INTO rider_host (v) VALUES (1)", []),
+                ("WITH RECURSIVE r AS (SELECT 1) SELECT 1", []),
+            ]
+        )

@@ -122,9 +122,16 @@ def test_a_draft_booking_rides_too_and_nudges_when_it_wrote_the_request(
     sent.assert_not_called()
 
 
-@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "owned",
+    [
+        pytest.param(False, marks=pytest.mark.django_db, id="savepoint"),
+        # the booking opens its own transaction (the case of a real request)
+        pytest.param(True, marks=pytest.mark.django_db(transaction=True), id="own-transaction"),
+    ],
+)
 def test_a_refused_booking_leaves_the_request_as_it_was_and_nudges_nobody(
-    world, actor, django_capture_on_commit_callbacks
+    world, actor, django_capture_on_commit_callbacks, owned
 ):
     event = factories.EventFactory(seats_limited=True, seats_max=1)
     (first,) = registration_services.register(event=event, attendees=[{"name": "A"}], actor=actor)
