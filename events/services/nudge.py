@@ -54,12 +54,11 @@ def _send(key: str, task: str, args: Sequence[Any] = (), countdown: float | None
         full_key = cache.make_and_validate_key(key)
         if not cache_client.writer(full_key).set(full_key, b"1", nx=True, ex=DEDUP_SECONDS):
             return False
-        if countdown is not None:
-            publish(task, args, countdown=countdown)
-        elif args:
-            publish(task, args)
+        options: dict[str, Any] = {} if countdown is None else {"countdown": countdown}
+        if args:
+            publish(task, args, **options)
         else:
-            publish(task)
+            publish(task, **options)
     except (BrokerError, RedisError, ConnectionError) as exc:
         logger.warning("nudge %s not sent (beat will run it): %s", task, exc)
         return False

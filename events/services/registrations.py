@@ -459,11 +459,7 @@ def _register(
         if isinstance(sent, seats.Reservation):
             sent.check()  # the counters it produced (the check itself ran in the statement)
         else:
-            try:
-                if riders:
-                    sql_rows.read_riders(sent.fetchone(), riders)
-            finally:
-                sent.close()
+            sql_rows.close_reading_riders(sent, riders)
     return rows
 
 

@@ -68,6 +68,16 @@ def rider_columns(riders: Sequence[Rider]) -> str:
     return "".join(f", (SELECT count(*) FROM {rider.counted})" for rider in riders)  # noqa: S608
 
 
+def close_reading_riders(cursor, riders: Sequence[Rider]) -> None:
+    """Close a host statement's cursor whose answer is only its riders' counts (if any),
+    reading those first."""
+    try:
+        if riders:
+            read_riders(cursor.fetchone(), riders)
+    finally:
+        cursor.close()
+
+
 def read_riders(answer: Sequence[Any], riders: Sequence[Rider]) -> None:
     """Set each rider's count from the host's answer row, whose last columns are the riders'
     (`rider_columns`)."""

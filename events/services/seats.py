@@ -36,7 +36,7 @@ from events.models import (
     WaitlistState,
 )
 from events.services import rows
-from events.services.rows import Rider
+from events.services.rows import Rider  # `_Applied.rows` (a field) hides the module there
 
 HOLDING = (RegistrationState.OPEN, RegistrationState.DONE)
 
@@ -454,11 +454,7 @@ class _Applied:
         if self.cursor is None:
             return {}
         if not self.returns_rows:
-            try:
-                if self.riders:
-                    rows.read_riders(self.cursor.fetchone(), self.riders)
-            finally:
-                self.cursor.close()
+            rows.close_reading_riders(self.cursor, self.riders)
             return {}
         try:
             if self.guarded:
