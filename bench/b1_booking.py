@@ -8,6 +8,15 @@
 2. The cost of one booking on an event with 0 registrations and on one with 100,000 (bulk-created,
    the ledger fixed with `seats.apply`), measured in alternating blocks (median per booking).
 3. Statements issued by one booking.
+4. The same guarantees in their cheapest shape, beside the raw floor (reported, not a target):
+   one autocommit statement calling a PL/pgSQL function that locks the Event row, compares a
+   digest of what a booking decides on (the event row, stage, tickets, questions and choices,
+   after_sub mails) with the one the client decided on, takes the seat through the ledger
+   upsert with its limit check, and inserts the registration and its audit row
+   (jsonb_populate_recordset), with the client doing nothing but build two JSON documents. It
+   shows what the target leaves for Python on this machine: the server's own work for these
+   guarantees (a registration row under 7 indexes, the ledger row, the audit row under 5)
+   against the floor's one-index table.
 Correctness, checked after every run: holders == seats (no oversell, no undersell), every
 extra attempt got `sold_out`, `seats.audit()` is empty, and the raw floor did not oversell.
 """
@@ -169,6 +178,119 @@ def _raw(threads: int, seats_max: int) -> dict:
     return {"booked": sum(booked), "seconds": elapsed, "problems": problems + errors}
 
 
+# --- the guarantees' cheapest shape -----------------------------------------------------------
+
+IDEAL_DDL = """
+CREATE OR REPLACE FUNCTION bench_ideal_digest(p_event bigint) RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+DECLARE digest text;
+BEGIN
+    SELECT md5(concat_ws('|', to_jsonb(e)::text, s.pipe_end::text,
+               EXISTS (SELECT 1 FROM events_ticket t WHERE t.event_id = e.id)::text,
+               (SELECT jsonb_agg(to_jsonb(q) || jsonb_build_object('choice_ids',
+                           ARRAY(SELECT c.id FROM events_questionchoice c
+                                  WHERE c.question_id = q.id)) ORDER BY q.sequence, q.id)
+                  FROM events_question q WHERE q.event_id = e.id AND q.active)::text,
+               (SELECT jsonb_agg(to_jsonb(m) ORDER BY m.id)
+                  FROM events_mail m
+                 WHERE m.event_id = e.id AND m.interval_type = 'after_sub')::text))
+      INTO digest
+      FROM events_event e JOIN events_stage s ON s.id = e.stage_id WHERE e.id = p_event;
+    RETURN digest;
+END $$;
+CREATE OR REPLACE FUNCTION bench_ideal_book(
+    p_event bigint, p_digest text, p_count int, p_max int, p_rows jsonb, p_audit jsonb
+) RETURNS int LANGUAGE plpgsql AS $$
+DECLARE taken int;
+BEGIN
+    PERFORM 1 FROM events_event WHERE id = p_event FOR UPDATE;
+    IF bench_ideal_digest(p_event) IS DISTINCT FROM p_digest THEN
+        RAISE EXCEPTION 'bench_ideal_stale';
+    END IF;
+    INSERT INTO events_seatledger AS l (event_id, slot_id, ticket_id, reserved, used, held)
+    VALUES (p_event, NULL, NULL, p_count, 0, 0)
+    ON CONFLICT ON CONSTRAINT seat_ledger_key DO UPDATE
+       SET reserved = l.reserved + EXCLUDED.reserved
+    RETURNING l.reserved + l.used + l.held INTO taken;
+    IF taken > p_max THEN
+        RAISE EXCEPTION 'bench_ideal_sold_out';
+    END IF;
+    INSERT INTO events_registration
+    SELECT * FROM jsonb_populate_recordset(NULL::events_registration, p_rows);
+    INSERT INTO events_eventauditlog
+           (at, actor_type, actor_id, actor_label, verb, data, event_id, registration_id)
+    SELECT at, actor_type, actor_id, actor_label, verb, data, event_id, registration_id
+      FROM jsonb_populate_recordset(NULL::events_eventauditlog, p_audit);
+    RETURN taken;
+END $$;
+"""
+
+
+def _ideal(seats_max: int) -> dict:
+    """Book `seats_max` seats one at a time through bench_ideal_book on one connection, then
+    one more (which must be refused); registration ids come 100 at a time."""
+    import json
+    from datetime import UTC, datetime
+
+    import psycopg
+
+    event = _new_event("B1 ideal", seats_max)
+    url = common.psycopg_url()
+    booked, problems = 0, []
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(IDEAL_DDL)
+        (digest,) = conn.execute("SELECT bench_ideal_digest(%s)", [event.pk]).fetchone()
+        ids: list[int] = []
+
+        def book(n: int) -> None:
+            if not ids:
+                ids.extend(
+                    row[0]
+                    for row in conn.execute(
+                        "SELECT nextval('events_registration_id_seq') FROM generate_series(1, 100)"
+                    )
+                )
+            now = datetime.now(UTC).isoformat()
+            pk = ids.pop()
+            row = {
+                "id": pk, "event_id": event.pk, "ticket_id": None, "slot_id": None,
+                "state": "open", "active": True, "barcode": str(secrets.randbits(64)),
+                "partner_ref": "", "name": f"Ideal {n}", "email": "", "phone": "",
+                "company_name": "", "contact_source": "attendee", "sale_order_ref": "",
+                "sale_order_line_ref": "", "sale_status": "free", "is_paid": False,
+                "cancel_source": "", "utm_source": "", "utm_medium": "", "utm_campaign": "",
+                "confirmed_at": now, "date_closed": None, "token_version": 0,
+                "created_at": now, "updated_at": now,
+            }  # fmt: skip
+            entry = {
+                "at": now, "actor_type": "system", "actor_id": "", "actor_label": "System",
+                "verb": "registration.created", "event_id": event.pk, "registration_id": pk,
+                "data": {"state": "open", "ticket": None, "slot": None, "order": ""},
+            }  # fmt: skip
+            conn.execute(
+                "SELECT bench_ideal_book(%s, %s, 1, %s, %s::jsonb, %s::jsonb)",
+                [event.pk, digest, seats_max, json.dumps([row]), json.dumps([entry])],
+            ).fetchone()
+
+        with common.stopwatch() as elapsed:
+            for n in range(seats_max):
+                book(n)
+                booked += 1
+        seconds = elapsed()
+        try:
+            book(seats_max)
+            problems.append("the seat after the last was not refused")
+        except psycopg.errors.RaiseException as exc:
+            if "bench_ideal_sold_out" not in str(exc):
+                problems.append(repr(exc))
+    from events.models import Registration
+
+    rows = Registration.objects.filter(event=event).count()
+    if rows != seats_max:
+        problems.append(f"ideal rows {rows} for {seats_max}")
+    return {"booked": booked, "seconds": seconds, "problems": problems}
+
+
 # --- cost against the size of the event ------------------------------------------------------
 
 
@@ -308,6 +430,37 @@ def run(*, quick: bool = False) -> list[dict]:
             "target": "~6–10, flat",
             "ok": len(on_empty) == len(on_big) and len(on_empty) <= 10,
             "checks": "",
+        }
+    )
+    # 4. the guarantees' cheapest shape against the floor, alternating rounds, 1 client
+    seats_max = sizes["bookings"] // sizes["rounds"]
+    ideal_rates, floor_rates, problems = [], [], []
+    for _ in range(sizes["rounds"]):
+        raw = _raw(1, seats_max)
+        ideal = _ideal(seats_max)
+        problems += raw["problems"] + ideal["problems"]
+        floor_rates.append(common.rate(raw["booked"], raw["seconds"]))
+        ideal_rates.append(common.rate(ideal["booked"], ideal["seconds"]))
+    best, floor = max(ideal_rates), max(floor_rates)
+    data["ideal"] = {
+        "per_s": round(best, 1),
+        "raw_per_s": round(floor, 1),
+        "ratio": round(best / floor, 3),
+        "rounds_per_s": [round(r, 1) for r in ideal_rates],
+        "raw_rounds_per_s": [round(r, 1) for r in floor_rates],
+        "problems": problems,
+    }
+    rows.append(
+        {
+            "bench": "B1",
+            "what": "the same guarantees as one PL/pgSQL statement, 1 client",
+            "measured": f"{best:,.0f}/s vs raw {floor:,.0f}/s = {best / floor:.3f}×",
+            "target": "(reported)",
+            "ok": None,
+            "checks": "oversell 0, sold_out refused"
+            if not problems
+            else "FAILED: " + "; ".join(problems)[:200],
+            "checks_ok": not problems,
         }
     )
     connection.close()
