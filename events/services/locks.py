@@ -10,6 +10,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 
+from django.db import connection
+from django.db.transaction import TransactionManagementError
+
 from events.models import Event, Mail, Question, QuestionChoice, Registration, Stage, Ticket
 from events.services import pipeline, rows
 
@@ -20,8 +23,46 @@ def lock_events(event_ids: Iterable[int]) -> dict[int, Event]:
     return {event.pk: event for event in rows}
 
 
+# The two locks every transition takes, as fixed statements on a server-binding cursor
+# (pipeline.cursor): psycopg prepares them on their second use on a connection, so PostgreSQL
+# neither parses nor plans them again (planning the registration's join cost more than running
+# it), and the ORM does not compile them on every call.
+
+
+@cache
+def _lock_sql() -> dict[str, str]:
+    registration, ticket = Registration._meta.db_table, Ticket._meta.db_table
+    return {
+        "event": _booking_sql()["lock"],  # the booking's own lock: one prepared statement
+        "registration": f"""
+            SELECT {rows.columns(Registration, "r")}, {rows.columns(Ticket, "t")}
+              FROM {registration} r LEFT JOIN {ticket} t ON t.id = r.ticket_id
+             WHERE r.id = %s FOR UPDATE OF r
+        """,  # noqa: S608
+    }  # S608: built from constants (table and column names from model meta); values are params
+
+
+def _locked(name: str, key: int, models: tuple) -> tuple:
+    if connection.get_autocommit():
+        # What the ORM's select_for_update refuses too: outside a transaction the lock would
+        # end with the statement.
+        raise TransactionManagementError("A row lock needs a transaction (transaction.atomic).")
+    cursor = pipeline.cursor()
+    try:
+        cursor.execute(_lock_sql()[name], [key])
+        found = rows.load_joined(models, cursor)
+    finally:
+        cursor.close()
+    if not found:
+        model = models[0]
+        raise model.DoesNotExist(f"{model.__name__} {key} does not exist.")
+    return found[0]
+
+
 def lock_event(event_id: int) -> Event:
-    return Event.objects.select_for_update(of=("self",)).get(pk=event_id)
+    """The Event row, locked until the transaction ends."""
+    (event,) = _locked("event", event_id, (Event,))
+    return event
 
 
 # --- the booking's reads (registrations.register) --------------------------------------------
@@ -119,9 +160,8 @@ def read_for_booking(
 
 
 def lock_registration(registration_id: int) -> Registration:
-    """The registration row, with its ticket (the seat check needs its limit)."""
-    return (
-        Registration.objects.select_for_update(of=("self",))
-        .select_related("ticket")
-        .get(pk=registration_id)
-    )
+    """The registration row, locked until the transaction ends, with its ticket (the seat
+    check needs its limit)."""
+    reg, ticket = _locked("registration", registration_id, (Registration, Ticket))
+    reg.ticket = ticket  # also when None (no ticket): read, so no query on access
+    return reg

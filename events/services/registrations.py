@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Collection, Mapping, Sequence
+from functools import cache
 from typing import Any
 
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from events import hooks
@@ -46,6 +47,7 @@ from events.models import (
     CancelSource,
     ContactSource,
     Event,
+    EventAuditLog,
     KanbanState,
     Question,
     QuestionType,
@@ -479,12 +481,26 @@ def _copy_once_per_order(questions: dict[int, Question], answers: list[dict[int,
 
 
 def _transition(
-    registration: Registration, to: str, verb: str, actor: Any, *, now=None, cancel_source=""
+    registration: Registration,
+    to: str,
+    verb: str,
+    actor: Any,
+    *,
+    now=None,
+    cancel_source="",
+    recheck: Callable[[Event, Registration], None] | None = None,
+    audit_also: Sequence[EventAuditLog] = (),
 ) -> Registration:
+    """`recheck(event, registration)` runs first on the locked rows: the caller's own gates on
+    what may have changed since it decided to call (the desk's scan answer); it refuses by
+    raising, and nothing is written. `audit_also`: the caller's own audit rows, written with
+    the transition's in the same statement and transaction."""
     now = now or timezone.now()
     with transaction.atomic():
         event = locks.lock_event(registration.event_id)
         reg = locks.lock_registration(registration.pk)
+        if recheck is not None:
+            recheck(event, reg)
         source = reg.state
         if TRANSITIONS.get((source, to)) != verb:
             raise InvalidTransition(
@@ -498,7 +514,6 @@ def _transition(
         if not reg.active and (source, to) in ((S.DRAFT, S.OPEN),):
             raise InvalidTransition("An archived registration cannot be confirmed.", state=source)
 
-        update = ["state", "updated_at"]
         if reg.active:
             hold = _ledger_delta(source, to, reg)
             if to == S.OPEN and source == S.DRAFT:
@@ -507,21 +522,22 @@ def _transition(
                 seats.apply(event=event, holds=[hold])
         reg.state = to
         # Who cancelled (staff / order) decides the seam's mint count; leaving `cancel` clears it.
-        if reg.cancel_source != (cancel_source if to == S.CANCEL else ""):
-            reg.cancel_source = cancel_source if to == S.CANCEL else ""
-            update.append("cancel_source")
+        reg.cancel_source = cancel_source if to == S.CANCEL else ""
         if to == S.OPEN and reg.confirmed_at is None:
             reg.confirmed_at = now
-            update.append("confirmed_at")
         if to == S.DONE and reg.date_closed is None:
             reg.date_closed = now
-            update.append("date_closed")
-        reg.save(update_fields=update)
-        audit.record(
-            actor=actor,
-            verb=AUDIT_VERBS[verb],
-            registration=reg,
-            data={"state": [source, to]},
+        _save_transition(reg)
+        audit.record_many(
+            [
+                audit.entry(
+                    actor=actor,
+                    verb=AUDIT_VERBS[verb],
+                    registration=reg,
+                    data={"state": [source, to]},
+                ),
+                *audit_also,
+            ]
         )
         if to == S.OPEN and source == S.DRAFT:
             scheduler.registrations_opened(event=event, registrations=[reg], now=now)
@@ -529,6 +545,42 @@ def _transition(
             waitlist.seats_freed(event)  # a seat is free: nudge the waiting list after commit
         hooks.run(hooks.registrations_changed, [reg], actor)
     return reg
+
+
+@cache
+def _transition_sql() -> str:
+    table = connection.ops.quote_name(Registration._meta.db_table)
+    # S608: built from constants (the table name from model meta); values are params.
+    return f"""UPDATE {table}
+           SET state = %s, cancel_source = %s, confirmed_at = %s, date_closed = %s,
+               updated_at = %s
+         WHERE id = %s
+    """  # noqa: S608
+
+
+def _save_transition(reg: Registration) -> None:
+    """Write what a transition may change (state, cancel_source, confirmed_at, date_closed and
+    updated_at), all five whatever changed: one fixed statement, prepared by psycopg, where
+    `save(update_fields=…)` compiled an UPDATE per combination on every call. The row is
+    locked, so writing back an unchanged column's value loses nothing."""
+    reg.updated_at = timezone.now()
+    cursor = pipeline.cursor()
+    try:
+        cursor.execute(
+            _transition_sql(),
+            [
+                reg.state,
+                reg.cancel_source,
+                reg.confirmed_at,
+                reg.date_closed,
+                reg.updated_at,
+                reg.pk,
+            ],
+        )
+        if cursor.rowcount != 1:
+            raise RuntimeError(f"registration {reg.pk} was not updated ({cursor.rowcount} rows)")
+    finally:
+        cursor.close()
 
 
 def _ledger_delta(source: str, to: str, reg: Registration) -> seats.Hold | None:
@@ -547,8 +599,24 @@ def confirm(*, registration: Registration, actor: Any) -> Registration:
     return _transition(registration, S.OPEN, "confirm", actor)
 
 
-def mark_attended(*, registration: Registration, actor: Any, now=None) -> Registration:
-    return _transition(registration, S.DONE, "mark_attended", actor, now=now)
+def mark_attended(
+    *,
+    registration: Registration,
+    actor: Any,
+    now=None,
+    recheck: Callable[[Event, Registration], None] | None = None,
+    audit_also: Sequence[EventAuditLog] = (),
+) -> Registration:
+    """`recheck` and `audit_also`: see `_transition` (the desk admits through them)."""
+    return _transition(
+        registration,
+        S.DONE,
+        "mark_attended",
+        actor,
+        now=now,
+        recheck=recheck,
+        audit_also=audit_also,
+    )
 
 
 def undo_attendance(*, registration: Registration, actor: Any) -> Registration:

@@ -18,6 +18,7 @@
   costing a statement of its own (client work and a server round of parse, bind and execute).
 - `columns(model, alias)` is the select list of a model's columns, in field order;
   `load(model, cursor)` turns the rows of such a select into instances (`Model.from_db`) and
+  `load_joined(models, cursor)` the rows of a select joining several models' columns, and
   `from_json(model, objects)` the `to_jsonb(row)` objects of its table (each value through the
   field's `to_python`). Never `SELECT *`: a column added by a later migration sits at the
   table's end, not at its field's place in the model.
@@ -223,6 +224,34 @@ def load(model: type[M], cursor) -> list[M]:
     names = [f.attname for f in model._meta.concrete_fields]
     width = len(names)
     return [model.from_db(connection.alias, names, row[:width]) for row in cursor.fetchall()]
+
+
+def load_joined(models_: Sequence[type[models.Model] | None], cursor) -> list[tuple]:
+    """Per row of a select of `columns(m1, …), columns(m2, …), …` (in that order, one block per
+    model; None: a block of one column to skip), one tuple of instances; an outer-joined block
+    whose primary key is NULL gives None."""
+    plan = []
+    start = 0
+    for model in models_:
+        if model is None:
+            plan.append((None, None, start, start + 1, 0))
+            start += 1
+            continue
+        fields = model._meta.concrete_fields
+        names = [f.attname for f in fields]
+        pk_at = next(i for i, f in enumerate(fields) if f.primary_key)
+        plan.append((model, names, start, start + len(names), pk_at))
+        start += len(names)
+    alias = connection.alias
+    return [
+        tuple(
+            None
+            if model is None or row[begin + pk_at] is None
+            else model.from_db(alias, names, row[begin:end])
+            for model, names, begin, end, pk_at in plan
+        )
+        for row in cursor.fetchall()
+    ]
 
 
 def json_value(value: str | Any) -> Any:
