@@ -9,38 +9,76 @@ Counters come from the one seat module: attended = `used`, expected = `taken`.
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cache
+from typing import Any
 
 from django.db.models import Q
 
 from events import selectors as core_selectors
-from events.models import Event, KanbanState, Registration, RegistrationAnswer
+from events.models import (
+    Event,
+    KanbanState,
+    Question,
+    QuestionChoice,
+    Registration,
+    RegistrationAnswer,
+    Slot,
+    Stage,
+    Ticket,
+)
 from events.reference_data import STAGES
-from events.services import seats
+from events.services import pipeline, rows, seats
 
 # The cancelled stage created by core's data migration (spec.md §2.2), named there.
 CANCELLED_STAGE = next(name for name, *_ in STAGES if name == "Cancelled")
 UPCOMING_LIMIT = 50
 
 
+@cache
+def _lookup_sql() -> str:
+    registration, event, stage, ticket, slot = (
+        m._meta.db_table for m in (Registration, Event, Stage, Ticket, Slot)
+    )
+    # S608: built from constants (table and column names from model meta); values are params.
+    return f"""
+        SELECT {rows.columns(Registration, "r")}, {rows.columns(Event, "e")},
+               {rows.columns(Stage, "s")}, {rows.columns(Ticket, "t")}, {rows.columns(Slot, "l")}
+          FROM {registration} r
+          JOIN {event} e ON e.id = r.event_id
+          JOIN {stage} s ON s.id = e.stage_id
+          LEFT JOIN {ticket} t ON t.id = r.ticket_id
+          LEFT JOIN {slot} l ON l.id = r.slot_id
+         WHERE {{where}}
+    """  # noqa: S608
+
+
+def _lookup(where: str, value: Any) -> Registration | None:
+    """One registration with its event, the event's stage, its ticket and slot: one fixed
+    statement, prepared by psycopg on a connection's second scan (no ORM compile, no planning
+    on the server)."""
+    cursor = pipeline.cursor()
+    try:
+        cursor.execute(_lookup_sql().format(where=where), [value])
+        found = rows.load_joined((Registration, Event, Stage, Ticket, Slot), cursor)
+    finally:
+        cursor.close()
+    if not found:
+        return None
+    reg, event, stage, ticket, slot = found[0]
+    event.stage = stage
+    reg.event, reg.ticket, reg.slot = event, ticket, slot
+    return reg
+
+
 def scanned_registration(*, barcode: str) -> Registration | None:
     """The registration whose barcode is exactly `barcode` (the unique index: no case folding,
     no prefix), with its event and the event's stage, ticket and slot: one query."""
-    rows = list(
-        Registration.objects.select_related("event__stage", "ticket", "slot").filter(
-            barcode=barcode
-        )[:1]
-    )
-    return rows[0] if rows else None
+    return _lookup("r.barcode = %s", barcode)
 
 
 def desk_registration(*, registration_id: int) -> Registration | None:
     """One registration for the manual confirmation, joined like `scanned_registration`."""
-    rows = list(
-        Registration.objects.select_related("event__stage", "ticket", "slot").filter(
-            pk=registration_id
-        )[:1]
-    )
-    return rows[0] if rows else None
+    return _lookup("r.id = %s", registration_id)
 
 
 def is_cancelled(event: Event, *, stage_name: str) -> bool:
@@ -53,14 +91,31 @@ def is_not_ongoing(event: Event, *, stage_name: str, now: datetime) -> bool:
     return core_selectors.is_finished(event, now=now) or is_cancelled(event, stage_name=stage_name)
 
 
-def choice_answers(*, registration_id: int) -> list[str]:
-    """The registration's choice answers as "Question: Choice", in question order (one query)."""
-    rows = (
-        RegistrationAnswer.objects.filter(registration_id=registration_id, choice__isnull=False)
-        .order_by("question__sequence", "question_id")
-        .values_list("question__title", "choice__name")
+@cache
+def _choice_answers_sql() -> str:
+    answer, question, choice = (
+        m._meta.db_table for m in (RegistrationAnswer, Question, QuestionChoice)
     )
-    return [f"{title}: {choice}" for title, choice in rows]
+    # S608: built from constants (table names from model meta); the value is a parameter.
+    return f"""
+        SELECT q.title, c.name
+          FROM {answer} a
+          JOIN {question} q ON q.id = a.question_id
+          JOIN {choice} c ON c.id = a.choice_id
+         WHERE a.registration_id = %s
+         ORDER BY q.sequence, a.question_id
+    """  # noqa: S608
+
+
+def choice_answers(*, registration_id: int) -> list[str]:
+    """The registration's choice answers as "Question: Choice", in question order (one fixed
+    statement, prepared like the lookup's)."""
+    cursor = pipeline.cursor()
+    try:
+        cursor.execute(_choice_answers_sql(), [registration_id])
+        return [f"{title}: {choice}" for title, choice in cursor.fetchall()]
+    finally:
+        cursor.close()
 
 
 def counters(*, event: Event) -> dict[str, int]:

@@ -19,13 +19,12 @@ from enum import StrEnum
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
 from django.utils import timezone
 
 from desk import selectors
 from events.errors import NotFound
 from events.models import ActorType, Event, Registration, RegistrationState, SaleStatus
-from events.services import audit, locks, registrations
+from events.services import audit, registrations
 from events.services.audit import Actor
 
 BARCODE_MAX: int = Registration._meta.get_field("barcode").max_length or 0
@@ -81,20 +80,19 @@ def register_attendee(
     who = desk_actor(actor)
     code = clean_barcode(barcode)
     found = selectors.scanned_registration(barcode=code) if code is not None else None
-    with transaction.atomic():
-        if found is None:
-            audit.record(
-                actor=who,
-                verb="registration.scanned",
-                event=event_id,
-                # What was scanned (jsonb refuses NUL): a trail of unknown codes tried at the door.
-                data={
-                    "status": ScanStatus.INVALID_TICKET.value,
-                    "barcode": barcode.replace("\x00", "")[:64],
-                },
-            )
-            return {"status": ScanStatus.INVALID_TICKET.value}
-        return _check_in(found, who, now=now, desk_event_id=event_id, manual=False)
+    if found is None:
+        audit.record(  # one statement: its own transaction
+            actor=who,
+            verb="registration.scanned",
+            event=event_id,
+            # What was scanned (jsonb refuses NUL): a trail of unknown codes tried at the door.
+            data={
+                "status": ScanStatus.INVALID_TICKET.value,
+                "barcode": barcode.replace("\x00", "")[:64],
+            },
+        )
+        return {"status": ScanStatus.INVALID_TICKET.value}
+    return _check_in(found, who, now=now, desk_event_id=event_id, manual=False)
 
 
 def confirm_attendance(*, registration_id: int, actor: Any, now=None) -> dict[str, Any]:
@@ -105,39 +103,69 @@ def confirm_attendance(*, registration_id: int, actor: Any, now=None) -> dict[st
     found = selectors.desk_registration(registration_id=registration_id)
     if found is None:
         raise NotFound(f"Registration {registration_id} does not exist.")
-    with transaction.atomic():
-        return _check_in(found, who, now=now, desk_event_id=None, manual=True)
+    return _check_in(found, who, now=now, desk_event_id=None, manual=True)
+
+
+class _NotAdmitted(Exception):
+    """The locked rows answer otherwise than the lookup did (a second desk admitted the ticket
+    meanwhile, the event was cancelled): `mark_attended` writes nothing."""
+
+    def __init__(self, status: ScanStatus, event: Event, reg: Registration) -> None:
+        super().__init__(status.value)
+        self.status, self.event, self.reg = status, event, reg
 
 
 def _check_in(
     found: Registration, who: Actor, *, now, desk_event_id: int | None, manual: bool
 ) -> dict[str, Any]:
-    """Decide, write only on `confirmed_registration`, audit; in the caller's transaction.
+    """Decide, write only on `confirmed_registration`, audit.
 
     An answer that writes nothing is decided on the committed rows of the lookup (no lock: it
-    is the last committed state). An admission is decided again on the locked rows.
+    is the last committed state) and writes its audit row alone (one statement). An admission
+    is decided again on the rows `mark_attended` locks (Event, then Registration: the order of
+    every core verb, so no deadlock with a cancel), and the scan's audit row is written with the
+    transition's, in its transaction; when the locked rows answer otherwise, the transition
+    writes nothing and the scan's audit row records that answer.
     """
-    reg, event = found, found.event
-    status = _status(reg, event, event.stage.name, now=now, desk_event_id=desk_event_id)
+    verb = "registration.attendance_confirmed" if manual else "registration.scanned"
+    event = found.event
+    status = _status(found, event, event.stage.name, now=now, desk_event_id=desk_event_id)
+    reg = found
     if status == ScanStatus.CONFIRMED_REGISTRATION:
-        # Event, then Registration: the order of every core verb (no deadlock with a cancel).
-        event = locks.lock_event(found.event_id)
-        reg = locks.lock_registration(found.pk)
-        # The stage was read by the lookup; re-read it only if it changed meanwhile.
-        stage = found.event.stage if found.event.stage_id == event.stage_id else event.stage
-        status = _status(reg, event, stage.name, now=now, desk_event_id=desk_event_id)
-        if status == ScanStatus.CONFIRMED_REGISTRATION:
-            reg = registrations.mark_attended(registration=reg, actor=who, now=now)
+        locked: dict[str, Event] = {}
+
+        def recheck(event: Event, reg: Registration) -> None:
+            # The stage was read by the lookup; re-read it only if it changed meanwhile.
+            stage = found.event.stage if found.event.stage_id == event.stage_id else event.stage
+            answer = _status(reg, event, stage.name, now=now, desk_event_id=desk_event_id)
+            if answer != ScanStatus.CONFIRMED_REGISTRATION:
+                raise _NotAdmitted(answer, event, reg)
+            locked["event"] = event
+
+        scanned = _entry(who, verb, found, status, desk_event_id)
+        try:
+            reg = registrations.mark_attended(
+                registration=found, actor=who, now=now, recheck=recheck, audit_also=[scanned]
+            )
+            event = locked["event"]
+        except _NotAdmitted as refused:
+            status, event, reg = refused.status, refused.event, refused.reg
+            _entry(who, verb, reg, status, desk_event_id).save(force_insert=True)
         if reg.slot_id == found.slot_id:
             reg.slot = found.slot  # already read by the lookup; spare a query
-    audit.record(
+    else:
+        _entry(who, verb, reg, status, desk_event_id).save(force_insert=True)
+    return {"status": status.value, **summary(reg, event, now=now)}
+
+
+def _entry(who: Actor, verb: str, reg: Registration, status: ScanStatus, desk_event_id: int | None):
+    return audit.entry(
         actor=who,
-        verb="registration.attendance_confirmed" if manual else "registration.scanned",
+        verb=verb,
         event=reg.event_id,
         registration=reg,
         data={"status": status.value, "desk_event_id": desk_event_id},
     )
-    return {"status": status.value, **summary(reg, event, now=now)}
 
 
 def _status(

@@ -282,9 +282,63 @@ def test_counting_queries_sees_the_scan():
     assert any("FOR UPDATE" in q["sql"] for q in ctx.captured_queries)
 
 
-# In a test the outer transaction is a savepoint (2 statements). Admission: lookup, lock event,
-# lock registration, mark_attended (savepoint, its two locks, ledger, row, audit, release: 14
-# without hooks; core's registrations_changed hooks add theirs), the scan's audit row, the
-# answers. Answer (no lock needed): lookup, audit, answers.
-QUERIES_CONFIRMED_MAX = 20
-QUERIES_ANSWERED = 5
+# Admission: the lookup; mark_attended (in a test its transaction is a savepoint: SAVEPOINT,
+# the two locks, ledger, row, one audit INSERT of the transition's row and the scan's, RELEASE:
+# 7 without hooks; core's registrations_changed hooks add theirs); the answers. Answer (no lock
+# needed, no transaction: one write): lookup, audit, answers.
+QUERIES_CONFIRMED_MAX = 12
+QUERIES_ANSWERED = 3
+
+
+@pytest.mark.parametrize("meanwhile", ["attended", "event_cancelled"])
+def test_an_admission_is_decided_again_on_the_locked_rows_and_a_changed_answer_writes_only_the_scan(
+    monkeypatch, meanwhile
+):
+    """The lookup saw an open registration of an ongoing event; before the desk's lock, another
+    desk admitted it (or staff cancelled the event). The answer is the locked rows' and the
+    scan's audit row records it; the transition writes nothing (no second seat moved, no
+    second `registration.attended`)."""
+    from desk import selectors
+    from desk.services import attendance
+    from events.services import events as event_services
+    from events.services import registrations
+
+    event = ongoing_event(seats_limited=True, seats_max=5)
+    reg = factories.RegistrationFactory(event=event)
+    stale = selectors.scanned_registration(barcode=reg.barcode)
+    assert stale.state == "open"
+    if meanwhile == "attended":
+        registrations.mark_attended(registration=reg, actor=DESK)
+        expected = "already_registered"
+    else:
+        event_services.cancel_event(event=event, actor=DESK)
+        expected = "not_ongoing_event"
+    ledger_before = seats.event_summary(event=event)
+    audit_before = EventAuditLog.objects.count()
+    monkeypatch.setattr(attendance.selectors, "scanned_registration", lambda barcode: stale)
+
+    answer = register_attendee(barcode=reg.barcode, event_id=event.pk, actor=DESK)
+
+    assert answer["status"] == expected
+    assert seats.event_summary(event=event) == ledger_before
+    new = list(EventAuditLog.objects.order_by("pk")[audit_before:])
+    assert [(row.verb, row.data["status"]) for row in new] == [("registration.scanned", expected)]
+    assert Registration.objects.filter(pk=reg.pk, state="done").count() == (
+        1 if meanwhile == "attended" else 0
+    )
+
+
+def test_an_admission_writes_the_scan_row_in_the_transition_s_statement_and_transaction():
+    """The transition's audit row and the scan's travel in one INSERT, inside mark_attended's
+    transaction (between its locks and its end)."""
+    reg = factories.RegistrationFactory(event=ongoing_event())
+    with CaptureQueriesContext(connection) as ctx:
+        register_attendee(barcode=reg.barcode, event_id=reg.event_id, actor=DESK)
+    sql = [q["sql"] for q in ctx.captured_queries]
+    inserts = [i for i, q in enumerate(sql) if q.startswith('INSERT INTO "events_eventauditlog"')]
+    assert len(inserts) == 1
+    locks = [i for i, q in enumerate(sql) if "FOR UPDATE" in q]
+    release = [i for i, q in enumerate(sql) if q.startswith("RELEASE SAVEPOINT")]
+    assert locks and release and locks[-1] < inserts[0] < release[-1]
+    rows = EventAuditLog.objects.filter(registration=reg).order_by("pk")
+    assert [row.verb for row in rows] == ["registration.attended", "registration.scanned"]

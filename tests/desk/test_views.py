@@ -93,6 +93,36 @@ def test_staff_without_the_desk_permission_gets_403(client, group):
         assert post(client, SCAN, {"barcode": reg.barcode}).status_code == 200
 
 
+@pytest.mark.parametrize(
+    "grant",
+    ["nothing", "desk group", "other group", "direct", "other direct", "superuser", "inactive"],
+)
+def test_the_one_query_permission_check_answers_as_django_s_has_perm(grant):
+    """desk.views.can_use_desk asks one fixed statement; it must answer what
+    `is_active and is_staff and has_perm(PERMISSION)` answers through Django's model backend,
+    for every way a permission can be held or not."""
+    from django.contrib.auth.models import Permission
+
+    from desk.views import PERMISSION, can_use_desk
+
+    readers, _ = Group.objects.get_or_create(name="Readers only")
+    readers.permissions.add(Permission.objects.get(codename="view_registration"))
+    user = user_in(
+        {"desk group": "Event desk", "other group": "Readers only"}.get(grant),
+        username=f"who-{grant.replace(' ', '-')}",
+        is_superuser=grant == "superuser",
+        is_active=grant != "inactive",
+    )
+    if grant in ("direct", "inactive"):
+        user.user_permissions.add(Permission.objects.get(codename="checkin_registration"))
+    if grant == "other direct":
+        user.user_permissions.add(Permission.objects.get(codename="view_registration"))
+    fresh = type(user).objects.get(pk=user.pk)  # no permission cache from the set-up
+    expected = fresh.is_active and fresh.is_staff and fresh.has_perm(PERMISSION)
+    assert can_use_desk(type(user).objects.get(pk=user.pk)) == expected
+    assert expected == (grant in ("desk group", "direct", "superuser"))
+
+
 def test_a_non_staff_user_with_the_group_gets_403(client):
     user = user_in("Event desk", username="notstaff", is_staff=False)
     client.force_login(user)
