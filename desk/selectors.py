@@ -27,7 +27,7 @@ from events.models import (
     Ticket,
 )
 from events.reference_data import STAGES
-from events.services import pipeline, rows, seats
+from events.services import rows, seats
 
 # The cancelled stage created by core's data migration (spec.md §2.2), named there.
 CANCELLED_STAGE = next(name for name, *_ in STAGES if name == "Cancelled")
@@ -56,12 +56,10 @@ def _lookup(where: str, value: Any) -> Registration | None:
     """One registration with its event, the event's stage, its ticket and slot: one fixed
     statement, prepared by psycopg on a connection's second scan (no ORM compile, no planning
     on the server)."""
-    cursor = pipeline.cursor()
-    try:
-        cursor.execute(_lookup_sql().format(where=where), [value])
-        found = rows.load_joined((Registration, Event, Stage, Ticket, Slot), cursor)
-    finally:
-        cursor.close()
+    found = rows.load_joined(
+        (Registration, Event, Stage, Ticket, Slot),
+        rows.fetch(_lookup_sql().format(where=where), [value]),
+    )
     if not found:
         return None
     reg, event, stage, ticket, slot = found[0]
@@ -110,12 +108,8 @@ def _choice_answers_sql() -> str:
 def choice_answers(*, registration_id: int) -> list[str]:
     """The registration's choice answers as "Question: Choice", in question order (one fixed
     statement, prepared like the lookup's)."""
-    cursor = pipeline.cursor()
-    try:
-        cursor.execute(_choice_answers_sql(), [registration_id])
-        return [f"{title}: {choice}" for title, choice in cursor.fetchall()]
-    finally:
-        cursor.close()
+    found = rows.fetch(_choice_answers_sql(), [registration_id])
+    return [f"{title}: {choice}" for title, choice in found]
 
 
 def counters(*, event: Event) -> dict[str, int]:

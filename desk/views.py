@@ -30,7 +30,7 @@ from desk.errors import CsrfFailed, Forbidden, MethodNotAllowed
 from desk.services import confirm_attendance, register_attendee
 from events import selectors as core_selectors
 from events.errors import DomainError, NotFound, ValidationFailed, http_status
-from events.services import pipeline
+from events.services import rows
 from events.views_api import DATABASE_UNAVAILABLE, database_unavailable
 
 PERMISSION = "events.checkin_registration"
@@ -69,12 +69,7 @@ def has_checkin_permission(user_id: int) -> bool:
     """PERMISSION granted to the user directly or through one of its groups: one fixed
     statement, prepared by psycopg on a connection's second request."""
     app_label, codename = PERMISSION.split(".")
-    cursor = pipeline.cursor()
-    try:
-        cursor.execute(_permission_sql(), [app_label, codename, user_id, user_id])
-        (granted,) = cursor.fetchone()
-    finally:
-        cursor.close()
+    ((granted,),) = rows.fetch(_permission_sql(), [app_label, codename, user_id, user_id])
     return bool(granted)
 
 

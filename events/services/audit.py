@@ -8,7 +8,6 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 
 from events.models import ActorType, Event, EventAuditLog, Registration
-from events.services import pipeline
 from events.services import rows as sql_rows
 
 
@@ -73,8 +72,4 @@ def record_many(rows: list[EventAuditLog]) -> None:
     statement)."""
     if not rows:
         return
-    cursor = pipeline.cursor()
-    try:
-        cursor.execute(*sql_rows.insert_statement(rows))
-    finally:
-        cursor.close()
+    sql_rows.fetch(*sql_rows.insert_statement(rows))

@@ -47,12 +47,7 @@ def _locked(name: str, key: int, models: tuple) -> tuple:
         # What the ORM's select_for_update refuses too: outside a transaction the lock would
         # end with the statement.
         raise TransactionManagementError("A row lock needs a transaction (transaction.atomic).")
-    cursor = pipeline.cursor()
-    try:
-        cursor.execute(_lock_sql()[name], [key])
-        found = rows.load_joined(models, cursor)
-    finally:
-        cursor.close()
+    found = rows.load_joined(models, rows.fetch(_lock_sql()[name], [key]))
     if not found:
         model = models[0]
         raise model.DoesNotExist(f"{model.__name__} {key} does not exist.")

@@ -555,6 +555,7 @@ def _transition_sql() -> str:
            SET state = %s, cancel_source = %s, confirmed_at = %s, date_closed = %s,
                updated_at = %s
          WHERE id = %s
+     RETURNING id
     """  # noqa: S608
 
 
@@ -564,23 +565,9 @@ def _save_transition(reg: Registration) -> None:
     `save(update_fields=…)` compiled an UPDATE per combination on every call. The row is
     locked, so writing back an unchanged column's value loses nothing."""
     reg.updated_at = timezone.now()
-    cursor = pipeline.cursor()
-    try:
-        cursor.execute(
-            _transition_sql(),
-            [
-                reg.state,
-                reg.cancel_source,
-                reg.confirmed_at,
-                reg.date_closed,
-                reg.updated_at,
-                reg.pk,
-            ],
-        )
-        if cursor.rowcount != 1:
-            raise RuntimeError(f"registration {reg.pk} was not updated ({cursor.rowcount} rows)")
-    finally:
-        cursor.close()
+    values = [reg.state, reg.cancel_source, reg.confirmed_at, reg.date_closed, reg.updated_at]
+    if not sql_rows.fetch(_transition_sql(), [*values, reg.pk]):
+        raise RuntimeError(f"registration {reg.pk} was not updated")
 
 
 def _ledger_delta(source: str, to: str, reg: Registration) -> seats.Hold | None:

@@ -16,9 +16,11 @@
   the rider's `counted` CTE returned (`Rider.count`, set once the answer is read). An overlay's
   hook rides in the booking's write statement that way (events.hooks.RidingHook) instead of
   costing a statement of its own (client work and a server round of parse, bind and execute).
+- `fetch(sql, params)` runs one fixed statement prepared (the transitions' locks, the desk's
+  and the seam's reads) and returns its rows.
 - `columns(model, alias)` is the select list of a model's columns, in field order;
   `load(model, cursor)` turns the rows of such a select into instances (`Model.from_db`) and
-  `load_joined(models, cursor)` the rows of a select joining several models' columns, and
+  `load_joined(models, rows)` the rows of a select joining several models' columns, and
   `from_json(model, objects)` the `to_jsonb(row)` objects of its table (each value through the
   field's `to_python`). Never `SELECT *`: a column added by a later migration sits at the
   table's end, not at its field's place in the model.
@@ -211,6 +213,19 @@ def send(statements: Sequence[Statement], riders: Sequence[Rider] = ()):
     return cursor
 
 
+def fetch(sql: str, params: Sequence[Any]) -> list[tuple]:
+    """Every row of one fixed statement, run on a server-binding cursor (pipeline.cursor):
+    psycopg prepares it on its second use on a connection, so the server plans it once. For
+    statements whose text does not depend on the values (a list travels as one array
+    parameter: `= ANY(%s)`). Not in pipeline mode."""
+    cursor = pipeline.cursor()
+    try:
+        cursor.execute(sql, params)
+        return cursor.fetchall() if cursor.description is not None else []
+    finally:
+        cursor.close()
+
+
 @cache
 def columns(model: type[models.Model], alias: str) -> str:
     """`alias.col, …` of every concrete field of the model, in field order (`load`'s order)."""
@@ -226,7 +241,9 @@ def load(model: type[M], cursor) -> list[M]:
     return [model.from_db(connection.alias, names, row[:width]) for row in cursor.fetchall()]
 
 
-def load_joined(models_: Sequence[type[models.Model] | None], cursor) -> list[tuple]:
+def load_joined(
+    models_: Sequence[type[models.Model] | None], found: Iterable[Sequence[Any]]
+) -> list[tuple]:
     """Per row of a select of `columns(m1, …), columns(m2, …), …` (in that order, one block per
     model; None: a block of one column to skip), one tuple of instances; an outer-joined block
     whose primary key is NULL gives None."""
@@ -250,7 +267,7 @@ def load_joined(models_: Sequence[type[models.Model] | None], cursor) -> list[tu
             else model.from_db(alias, names, row[begin:end])
             for model, names, begin, end, pk_at in plan
         )
-        for row in cursor.fetchall()
+        for row in found
     ]
 
 

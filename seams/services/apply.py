@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from events import hooks
-from events.services import orders, registrations
+from events.services import orders, registrations, rows
 from seams import selectors
 from seams.errors import UnknownReference
 from seams.messages import LineData, Message, OrderData
@@ -68,7 +68,7 @@ def apply(*, message: Message, actor: Any) -> Outcome:
                 _other_kinds("paid", order, actor)
         seam_order.version = order.version
         seam_order.state = STATE_OF[message.type]
-        seam_order.save(update_fields=["version", "state"])
+        _save_order(seam_order)
     return Outcome(InboxStatus.APPLIED, summary)
 
 
@@ -79,16 +79,22 @@ def _lock_order(order_ref: str) -> SeamOrder:
     inserts or finds the row: two first messages of one order never both create it, and the
     second waits for the first to commit, then reads the version the first wrote.
     """
-    table = SeamOrder._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} AS o (order_ref, version, state) VALUES (%s, 0, 'new') "  # noqa: S608 — built from constants: table name from model meta
-            "ON CONFLICT (order_ref) DO UPDATE SET order_ref = o.order_ref "
-            "RETURNING o.id, o.version, o.state",
-            [order_ref],
-        )
-        pk, version, state = cursor.fetchone()
+    ((pk, version, state),) = rows.fetch(_ORDER_SQL["lock"], [order_ref])
     return SeamOrder(pk=pk, order_ref=order_ref, version=version, state=state)
+
+
+def _save_order(seam_order: SeamOrder) -> None:
+    rows.fetch(_ORDER_SQL["save"], [seam_order.version, seam_order.state, seam_order.pk])
+
+
+# Fixed statements, prepared by psycopg on a connection's second message (rows.fetch). Built
+# from constants: the table name from model meta; values are parameters.
+_ORDER_SQL = {
+    "lock": f"INSERT INTO {SeamOrder._meta.db_table} AS o (order_ref, version, state) "  # noqa: S608
+    "VALUES (%s, 0, 'new') ON CONFLICT (order_ref) DO UPDATE SET order_ref = o.order_ref "
+    "RETURNING o.id, o.version, o.state",
+    "save": f"UPDATE {SeamOrder._meta.db_table} SET version = %s, state = %s WHERE id = %s",  # noqa: S608
+}
 
 
 def _ticket_lines(order: OrderData) -> list[orders.TicketLine]:

@@ -18,12 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from events.errors import Code, DomainError
 from events.models import ActorType
-from events.services import audit
+from events.services import audit, rows
 from seams.errors import MalformedMessage
 from seams.messages import Message, parse
 from seams.models import InboxStatus, SeamInbox
@@ -113,29 +113,33 @@ def apply_recorded(
     return SeamResult(outcome.status, 200, {"status": outcome.status, **outcome.summary}, inbox_id)
 
 
+# A fixed statement, prepared by psycopg on a connection's second message (rows.fetch). Built
+# from constants: the table name from model meta; values are parameters.
+_INBOX_INSERT = f"""
+    INSERT INTO {SeamInbox._meta.db_table}
+           (source, message_id, type, order_ref, body, received_at, status,
+            error_code, error_detail, applied_at)
+    VALUES (%s, %s, %s, %s, %s::jsonb, now(), %s, '', '', now())
+    ON CONFLICT ON CONSTRAINT seam_inbox_message DO NOTHING
+    RETURNING id
+"""  # noqa: S608
+
+
 def _insert(*, message_id: str, document: Any, message: Message) -> int | None:
     """The inbox row (status `applied` until decided otherwise in this same transaction), or
     None when this message id is already there."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            INSERT INTO {SeamInbox._meta.db_table}
-                   (source, message_id, type, order_ref, body, received_at, status,
-                    error_code, error_detail, applied_at)
-            VALUES (%s, %s, %s, %s, %s::jsonb, now(), %s, '', '', now())
-            ON CONFLICT ON CONSTRAINT seam_inbox_message DO NOTHING
-            RETURNING id
-            """,  # noqa: S608 — built from constants: table name from model meta; values are parameters
-            [
-                SOURCE,
-                message_id,
-                message.type,
-                message.order_ref,
-                json.dumps(document),
-                InboxStatus.APPLIED,
-            ],
-        )
-        row = cursor.fetchone()
+    found = rows.fetch(
+        _INBOX_INSERT,
+        [
+            SOURCE,
+            message_id,
+            message.type,
+            message.order_ref,
+            json.dumps(document),
+            InboxStatus.APPLIED,
+        ],
+    )
+    row = found[0] if found else None
     return row[0] if row else None
 
 
