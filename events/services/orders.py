@@ -160,7 +160,7 @@ def _spread_once_per_order(
     """A once-per-order answer given anywhere in the order (on any line, for an existing or a
     new attendee) applies to every new attendee of the same event. `register` copies within
     one call; this copies across the calls of one order."""
-    events = sorted({line.ticket.event_id for line in lines})
+    events = sorted({line.ticket.event_id for line in lines if line.ticket.event_id is not None})
     once = dict(sql_rows.fetch(_once_per_order_sql(), [events]))
     if not once:
         return

@@ -247,11 +247,11 @@ def load_joined(
     """Per row of a select of `columns(m1, …), columns(m2, …), …` (in that order, one block per
     model; None: a block of one column to skip), one tuple of instances; an outer-joined block
     whose primary key is NULL gives None."""
-    plan = []
+    plan: list[tuple[type[models.Model] | None, list[str], int, int, int]] = []
     start = 0
     for model in models_:
         if model is None:
-            plan.append((None, None, start, start + 1, 0))
+            plan.append((None, [], start, start + 1, 0))
             start += 1
             continue
         fields = model._meta.concrete_fields
