@@ -372,11 +372,10 @@ def run(*, quick: bool = False) -> list[dict]:
                 "measured": f"{ours:,.0f}/s vs raw {floor:,.0f}/s = {ratio:.3f}×",
                 "target": f"≥ {TARGET_RATIO}× raw" if threads == 1 else "(reported)",
                 "ok": ratio >= TARGET_RATIO if threads == 1 else None,
-                "checks": (
+                "checks": common.checks(
                     f"oversell 0 in {sizes['rounds']}×{seats_max} seats, {refused} sold_out, "
-                    "audit clean"
-                    if not problems
-                    else "FAILED: " + "; ".join(problems)[:200]
+                    "audit clean",
+                    problems,
                 ),
                 "checks_ok": not problems,
             }
@@ -414,7 +413,7 @@ def run(*, quick: bool = False) -> list[dict]:
             "measured": f"{at_0:.2f} ms vs {at_big:.2f} ms = {growth:.2f}×",
             "target": f"≤ {TARGET_GROWTH}×",
             "ok": growth <= TARGET_GROWTH,
-            "checks": "audit clean" if not problems else "FAILED: " + "; ".join(problems)[:200],
+            "checks": common.checks("audit clean", problems),
             "checks_ok": not problems,
         }
     )
@@ -457,9 +456,7 @@ def run(*, quick: bool = False) -> list[dict]:
             "measured": f"{best:,.0f}/s vs raw {floor:,.0f}/s = {best / floor:.3f}×",
             "target": "(reported)",
             "ok": None,
-            "checks": "oversell 0, sold_out refused"
-            if not problems
-            else "FAILED: " + "; ".join(problems)[:200],
+            "checks": common.checks("oversell 0, sold_out refused", problems),
             "checks_ok": not problems,
         }
     )

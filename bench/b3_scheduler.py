@@ -304,11 +304,10 @@ def run(*, quick: bool = False) -> list[dict]:
                 ),
                 "target": f"≥ {TARGET_RATE:,}/s",
                 "ok": overall >= TARGET_RATE,
-                "checks": (
+                "checks": common.checks(
                     f"each message queued once ({2 * sizes['small']:,} + {2 * n:,}), "
-                    "no error, reminders done"
-                    if not problems
-                    else "FAILED: " + "; ".join(problems)[:200]
+                    "no error, reminders done",
+                    problems,
                 ),
                 "checks_ok": not problems,
             }
@@ -539,9 +538,7 @@ def _sms_rows(sizes: dict, data: dict, events: list[int]) -> list[dict]:
             "measured": f"{queued_rate:,.0f}/s ({pass_seconds:.1f} s, E.164 + render)",
             "target": f"≥ {TARGET_RATE:,}/s",
             "ok": queued_rate >= TARGET_RATE,
-            "checks": "one outbox row per attendee, no error"
-            if not problems
-            else "FAILED: " + "; ".join(problems)[:200],
+            "checks": common.checks("one outbox row per attendee, no error", problems),
             "checks_ok": not problems,
         },
         {
@@ -550,9 +547,7 @@ def _sms_rows(sizes: dict, data: dict, events: list[int]) -> list[dict]:
             "measured": f"{sent_rate:,.0f}/s ({deliver_seconds:.1f} s, HTTP POST each)",
             "target": "",
             "ok": None,
-            "checks": "every reference received once, none twice"
-            if not problems
-            else "FAILED: " + "; ".join(problems)[:200],
+            "checks": common.checks("every reference received once, none twice", problems),
             "checks_ok": not problems,
         },
     ]

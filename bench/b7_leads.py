@@ -293,10 +293,8 @@ def run(*, quick: bool = False) -> list[dict]:
                 ),
                 "target": f"≥ {TARGET_RATE:,}/s",
                 "ok": per_s >= TARGET_RATE,
-                "checks": (
-                    "each (rule, registration) once, leads = 3N + 2·N/3, none parked"
-                    if not problems
-                    else "FAILED: " + "; ".join(problems)[:200]
+                "checks": common.checks(
+                    "each (rule, registration) once, leads = 3N + 2·N/3, none parked", problems
                 ),
                 "checks_ok": not problems,
             }

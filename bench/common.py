@@ -144,6 +144,11 @@ def write_result(name: str, data: dict) -> Path:
     return path
 
 
+def checks(passed: str, problems: list[str]) -> str:
+    """A row's checks cell: what passed, or the problems found (the first 200 characters)."""
+    return passed if not problems else "FAILED: " + "; ".join(problems)[:200]
+
+
 def _cell(row: dict, column: str) -> str:
     value = row.get(column)
     if column == "ok":
