@@ -150,11 +150,11 @@ def _check_in(
             event = locked["event"]
         except _NotAdmitted as refused:
             status, event, reg = refused.status, refused.event, refused.reg
-            _entry(who, verb, reg, status, desk_event_id).save(force_insert=True)
+            audit.record_many([_entry(who, verb, reg, status, desk_event_id)])
         if reg.slot_id == found.slot_id:
             reg.slot = found.slot  # already read by the lookup; spare a query
     else:
-        _entry(who, verb, reg, status, desk_event_id).save(force_insert=True)
+        audit.record_many([_entry(who, verb, reg, status, desk_event_id)])
     return {"status": status.value, **summary(reg, event, now=now)}
 
 
