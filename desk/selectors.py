@@ -63,8 +63,9 @@ def _lookup(where: str, value: Any) -> Registration | None:
     if not found:
         return None
     reg, event, stage, ticket, slot = found[0]
-    event.stage = stage
-    reg.event, reg.ticket, reg.slot = event, ticket, slot
+    rows.attach(event, "stage", stage)
+    for name, related in (("event", event), ("ticket", ticket), ("slot", slot)):
+        rows.attach(reg, name, related)
     return reg
 
 

@@ -31,7 +31,7 @@ def tickets_by_id(ids: Iterable[int]) -> dict[int, Ticket]:
         return {}
     found = rows.load_joined((Ticket, Event), rows.fetch(_tickets_sql(), [wanted]))
     for ticket, event in found:
-        ticket.event = event
+        rows.attach(ticket, "event", event)
     return {ticket.pk: ticket for ticket, _ in found}
 
 

@@ -158,5 +158,5 @@ def lock_registration(registration_id: int) -> Registration:
     """The registration row, locked until the transaction ends, with its ticket (the seat
     check needs its limit)."""
     reg, ticket = _locked("registration", registration_id, (Registration, Ticket))
-    reg.ticket = ticket  # also when None (no ticket): read, so no query on access
+    rows.attach(reg, "ticket", ticket)  # also None (no ticket): no query on access
     return reg

@@ -16,6 +16,7 @@
   the rider's `counted` CTE returned (`Rider.count`, set once the answer is read). An overlay's
   hook rides in the booking's write statement that way (events.hooks.RidingHook) instead of
   costing a statement of its own (client work and a server round of parse, bind and execute).
+- `attach(instance, name, related)` caches a joined row as a foreign key's value.
 - `fetch(sql, params)` runs one fixed statement prepared (the transitions' locks, the desk's
   and the seam's reads) and returns its rows.
 - `columns(model, alias)` is the select list of a model's columns, in field order;
@@ -269,6 +270,12 @@ def load_joined(
         )
         for row in found
     ]
+
+
+def attach(instance: models.Model, name: str, related: models.Model | None) -> None:
+    """Cache `related` (read by the same statement) as `instance`'s foreign key `name`, so
+    reading `instance.<name>` costs no query; the key's id column is left as it was read."""
+    instance._meta.get_field(name).set_cached_value(instance, related)  # type: ignore[union-attr]
 
 
 def json_value(value: str | Any) -> Any:
