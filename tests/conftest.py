@@ -8,6 +8,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 
+def pytest_configure(config):
+    """Fast password hashing for the whole run (tests/hashers.py)."""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["tests.hashers.OneIterationPBKDF2PasswordHasher"]
+
+
 @pytest.fixture(autouse=True)
 def _reference_data(request):
     """Stages and groups come from a migration; a transactional test's flush removes them."""
