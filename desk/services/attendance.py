@@ -24,7 +24,7 @@ from django.utils import timezone
 from desk import selectors
 from events.errors import NotFound
 from events.models import ActorType, Event, Registration, RegistrationState, SaleStatus
-from events.services import audit, registrations
+from events.services import audit, inputs, registrations
 from events.services.audit import Actor
 
 BARCODE_MAX: int = Registration._meta.get_field("barcode").max_length or 0
@@ -66,9 +66,15 @@ def decide(*, state: str, not_ongoing: bool, other_event: bool) -> ScanStatus:
 def clean_barcode(barcode: str) -> str | None:
     """Surrounding whitespace off (scanners append a newline); None when it cannot match."""
     code = barcode.strip()
-    if not code or len(code) > BARCODE_MAX or "\x00" in code:
-        return None
+    if not code or len(code) > BARCODE_MAX or not inputs.storable(code):
+        return None  # empty, too long, NUL or a lone surrogate: no barcode is like it
     return code
+
+
+def scanned_text(barcode: str) -> str:
+    """What was scanned, as the audit row keeps it (jsonb refuses NUL, UTF-8 lone surrogates):
+    at most 64 characters, NUL removed, a lone surrogate written as its escape."""
+    return barcode.replace("\x00", "")[:64].encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def register_attendee(
@@ -85,11 +91,8 @@ def register_attendee(
             actor=who,
             verb="registration.scanned",
             event=event_id,
-            # What was scanned (jsonb refuses NUL): a trail of unknown codes tried at the door.
-            data={
-                "status": ScanStatus.INVALID_TICKET.value,
-                "barcode": barcode.replace("\x00", "")[:64],
-            },
+            # A trail of unknown codes tried at the door.
+            data={"status": ScanStatus.INVALID_TICKET.value, "barcode": scanned_text(barcode)},
         )
         return {"status": ScanStatus.INVALID_TICKET.value}
     return _check_in(found, who, now=now, desk_event_id=event_id, manual=False)

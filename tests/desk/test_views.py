@@ -213,6 +213,18 @@ def test_malformed_bodies_are_400_invalid_value(desk_user, url, body):
     assert not EventAuditLog.objects.filter(verb="registration.scanned").exists()
 
 
+@pytest.mark.parametrize("barcode", ["\\ud800", "12\\udfff34", "\\u0661\\u0662"])
+def test_a_lone_surrogate_or_other_digits_over_http_is_invalid_ticket_not_500(
+    desk_user, client, barcode
+):
+    """JSON may carry a lone surrogate escape; it must answer like any unknown code."""
+    client.force_login(desk_user)
+    body = '{"barcode": "' + barcode + '"}'
+    response = client.post(SCAN, body, content_type="application/json")
+    assert (response.status_code, response.json()) == (200, {"status": "invalid_ticket"})
+    assert EventAuditLog.objects.filter(verb="registration.scanned").count() == 1
+
+
 def test_get_on_a_verb_is_405_json(desk_user, client):
     client.force_login(desk_user)
     response = client.get(SCAN)
