@@ -237,35 +237,25 @@ def columns(model: type[models.Model], alias: str) -> str:
 def load(model: type[M], cursor) -> list[M]:
     """Instances from the rows a select of `columns(model, …)` left in `cursor`; extra
     trailing columns are ignored."""
-    names = [f.attname for f in model._meta.concrete_fields]
-    width = len(names)
-    return [model.from_db(connection.alias, names, row[:width]) for row in cursor.fetchall()]
+    return [instance for (instance,) in load_joined((model,), cursor.fetchall())]
 
 
-def load_joined(
-    models_: Sequence[type[models.Model] | None], found: Iterable[Sequence[Any]]
-) -> list[tuple]:
-    """Per row of a select of `columns(m1, …), columns(m2, …), …` (in that order, one block per
-    model; None: a block of one column to skip), one tuple of instances; an outer-joined block
+def load_joined(models_: Sequence[type[models.Model]], found: Iterable[Sequence[Any]]) -> list:
+    """Per row of a select of `columns(m1, …), columns(m2, …), …` (one block per model, in
+    that order; extra trailing columns ignored), one tuple of instances; an outer-joined block
     whose primary key is NULL gives None."""
-    plan: list[tuple[type[models.Model] | None, list[str], int, int, int]] = []
+    plan = []
     start = 0
     for model in models_:
-        if model is None:
-            plan.append((None, [], start, start + 1, 0))
-            start += 1
-            continue
         fields = model._meta.concrete_fields
         names = [f.attname for f in fields]
-        pk_at = next(i for i, f in enumerate(fields) if f.primary_key)
+        pk_at = start + next(i for i, f in enumerate(fields) if f.primary_key)
         plan.append((model, names, start, start + len(names), pk_at))
         start += len(names)
     alias = connection.alias
     return [
         tuple(
-            None
-            if model is None or row[begin + pk_at] is None
-            else model.from_db(alias, names, row[begin:end])
+            None if row[pk_at] is None else model.from_db(alias, names, row[begin:end])
             for model, names, begin, end, pk_at in plan
         )
         for row in found
