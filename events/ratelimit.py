@@ -18,6 +18,7 @@ from django.core.cache import cache
 from redis.commands.core import Script
 from redis.exceptions import RedisError
 
+from events import cache_client
 from events.errors import RateLimited
 
 SCOPES = ("intake", "token")
@@ -33,35 +34,20 @@ return count
 
 # One script object for the process: it holds the SHA1 (computed from the bytes, no client
 # needed) and, called with a client, runs EVALSHA, loading the script once when that server
-# does not know it yet. (Django's cache hands out a new Redis object on every get_client call,
-# so nothing may be cached per client object.)
+# does not know it yet. The client is the cache backend's own, kept once per backend object
+# (events.cache_client: Django's get_client would build a new one on every call).
 INCR_SCRIPT = Script(None, INCR_WITH_TTL.encode())
-_CLIENT = "_events_limiter_client"  # where _client keeps its Redis object on the cache backend
 
 
 class LimiterUnavailable(Exception):
     """The shared cache holding the counters did not answer (never carries the client key)."""
 
 
-def _client(full_key: str):
-    """The cache backend's Redis client for writes, made once per backend object.
-
-    Django's get_client builds a new `redis.Redis` on every call (about as much CPU as the
-    round trip itself: bench B2); the object is only a handle on the backend's connection pool
-    and is thread-safe, so it is kept on that backend object (one per thread and per CACHES
-    setting: Django's cache handler), whose pool it shares."""
-    backend = cache._cache
-    client = vars(backend).get(_CLIENT)
-    if client is None:
-        client = vars(backend)[_CLIENT] = backend.get_client(full_key, write=True)
-    return client
-
-
 def _incr(key: str, ttl: int) -> int:
     full_key = cache.make_and_validate_key(key)
     # Django's RedisCache.incr is exists-then-incr (two round trips, not atomic with the TTL);
     # the cache backend's own Redis client runs one atomic script instead.
-    client = _client(full_key)
+    client = cache_client.writer(full_key)
     try:
         return int(INCR_SCRIPT(keys=[full_key], args=[ttl], client=client))
     except RedisError as error:
