@@ -93,6 +93,9 @@ CONTENT_SECURITY_POLICY = {
     }
 }
 
+# Django's database sessions, refusing a key Django could not have made (a NUL in the cookie).
+SESSION_ENGINE = "config.sessions"
+
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
 

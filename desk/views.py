@@ -8,7 +8,6 @@ run here (not by the global middleware) so that a failure answers in the pinned 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from functools import cache, wraps
 from typing import Any
@@ -17,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.contrib.auth.views import redirect_to_login
 from django.contrib.contenttypes.models import ContentType
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import BadRequest, PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.shortcuts import render
@@ -30,7 +29,7 @@ from desk.errors import CsrfFailed, Forbidden, MethodNotAllowed
 from desk.services import confirm_attendance, register_attendee
 from events import selectors as core_selectors
 from events.errors import DomainError, NotFound, ValidationFailed, http_status
-from events.services import rows
+from events.services import inputs, rows
 from events.views_api import DATABASE_UNAVAILABLE, database_unavailable
 
 PERMISSION = "events.checkin_registration"
@@ -131,6 +130,10 @@ def desk_api(*, method: str) -> Callable:
             except DATABASE_UNAVAILABLE as error:
                 # Also when the session or the user could not be read: JSON, never a 500 page.
                 return database_unavailable(error, api="desk API")
+            except BadRequest as error:
+                # Django refused to read the body for the CSRF check (a form declaring a
+                # charset other than UTF-8): JSON, like every answer of this API.
+                return error_response(ValidationFailed(str(error), code="invalid_value"))
 
         return entry
 
@@ -139,8 +142,8 @@ def desk_api(*, method: str) -> Callable:
 
 def _body(request: HttpRequest) -> dict[str, Any]:
     try:
-        body = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError):
+        body = inputs.load_json(request.body)
+    except ValueError:  # not JSON, not UTF-8, or nested deeper than inputs.MAX_JSON_DEPTH
         raise ValidationFailed("The body must be a JSON object.", code="invalid_value") from None
     if not isinstance(body, dict):
         raise ValidationFailed("The body must be a JSON object.", code="invalid_value")

@@ -17,7 +17,6 @@ traceback; the message says nothing of the cause).
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Callable
 
@@ -29,7 +28,7 @@ from django.views.decorators.csrf import csrf_exempt
 from events import ratelimit
 from events.client import client_address
 from events.errors import Code, DomainError, RateLimited, http_status
-from events.services import intake
+from events.services import inputs, intake
 
 logger = logging.getLogger("events.api")
 
@@ -80,11 +79,11 @@ class _NotJson:
 
 def _json_body(request: HttpRequest):
     """The parsed body, or a value the service refuses with `invalid_value` (after its 404 and
-    rate-limit checks: the funnel's order holds). Nesting deeper than the parser's recursion
-    limit is refused the same way, never a 500."""
+    rate-limit checks: the funnel's order holds). Nesting deeper than inputs.MAX_JSON_DEPTH is
+    refused the same way, never a 500."""
     try:
-        return json.loads(request.body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
+        return inputs.load_json(request.body)
+    except ValueError:  # UnicodeDecodeError included
         return _NotJson()
 
 

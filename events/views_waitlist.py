@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -146,8 +145,8 @@ def join_api(request: HttpRequest, event_id: int) -> JsonResponse:
         raise NotFound("No such event.")
     ratelimit.hit(scope="intake", client=client_address(request))
     try:
-        payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
+        payload = inputs.load_json(body)
+    except ValueError:  # not JSON, not UTF-8, or nested too deeply
         payload = None
     if not isinstance(payload, Mapping):
         raise ValidationFailed("The body must be a JSON object.", code="invalid_value")

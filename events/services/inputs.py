@@ -8,11 +8,14 @@ Invariants:
 - an id is ASCII digits or a JSON integer inside the bigint range; anything else (Unicode
   digits `str.isdigit()` accepts but `int()` refuses or reads differently, bools, floats,
   huge numbers) is no id at all, so the caller's "unknown" refusal answers;
+- a JSON body nested deeper than MAX_JSON_DEPTH is no JSON document (`load_json`): later code
+  that walks it (a fingerprint's `json.dumps`, an audit row) never runs out of stack;
 - every refusal is a `ValidationFailed` naming the field; nothing here writes.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.db.models import CharField
@@ -21,6 +24,9 @@ from events.errors import ValidationFailed
 from events.models import Registration
 
 BIGINT_MAX = 2**63 - 1
+# Containers inside containers a JSON body may hold. The deepest document any route expects
+# (a seam message, an intake answer) nests 4 levels.
+MAX_JSON_DEPTH = 32
 CONTACT_FIELDS = ("name", "email", "phone", "company_name")
 UTM_FIELDS = ("source", "medium", "campaign")
 
@@ -44,6 +50,29 @@ def as_id(value: Any) -> int | None:
     if isinstance(value, int) and 0 < value <= BIGINT_MAX:
         return value
     return None
+
+
+def load_json(body: bytes | str) -> Any:
+    """`json.loads`, raising ValueError (as for text that is not JSON) for a document nested
+    deeper than MAX_JSON_DEPTH — the parser's own recursion limit included — and
+    UnicodeDecodeError (a ValueError too) for bytes that are not UTF-8."""
+    try:
+        document = json.loads(body)
+    except RecursionError:
+        raise ValueError("The JSON document is nested too deeply.") from None
+    pending = [(document, 1)]
+    while pending:  # a loop, not recursion: the check itself needs no stack
+        value, depth = pending.pop()
+        if isinstance(value, dict):
+            children = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError("The JSON document is nested too deeply.")
+        pending.extend((child, depth + 1) for child in children)
+    return document
 
 
 def storable(value: str) -> bool:

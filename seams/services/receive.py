@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from events.errors import Code, DomainError
 from events.models import ActorType
-from events.services import audit, rows
+from events.services import audit, inputs, rows
 from seams.errors import MalformedMessage
 from seams.messages import Message, parse
 from seams.models import InboxStatus, SeamInbox
@@ -55,8 +55,8 @@ def seam_actor(message_id: str) -> audit.Actor:
 def decode(body: bytes) -> tuple[Any, Message]:
     """The body as (JSON document, Message), or MalformedMessage naming the failing path."""
     try:
-        document = json.loads(body)
-    except (ValueError, RecursionError):
+        document = inputs.load_json(body)
+    except ValueError:  # not JSON, not UTF-8, or nested deeper than inputs.MAX_JSON_DEPTH
         raise MalformedMessage("The body is not JSON.", path="$") from None
     return document, parse(document)
 
