@@ -1,8 +1,11 @@
 """B2 — public intake over HTTP, and B5 — /ics over HTTP (docs/benchmarks.md).
 
-The bench starts gunicorn (2 sync workers, the production shape of the Procfile) on a free
-port against the bench database, with a settings module that only lifts the per-client rate
-limits (every request comes from 127.0.0.1). Then:
+The bench starts gunicorn with 2 sync workers, a fresh connection per request, on a free port
+against the bench database, with a settings module that only lifts the per-client rate limits
+(every request comes from 127.0.0.1). This is not the Procfile's configuration
+(config/gunicorn.py: 2 gthread workers × 16 threads, keep-alive, an access log): the figures
+stay comparable with every earlier run; docs/benchmarks.md ("Server shape") gives what the
+Procfile's configuration measured. Then:
 
 B2. 1, 4 and 16 client threads POST /api/v1/events/<id>/registrations (one attendee, a free
     ticket, one mandatory question) until the event sells out: registrations/s, p50/p99.

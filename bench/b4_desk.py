@@ -1,9 +1,9 @@
 """B4 — the desk scan over HTTP (docs/benchmarks.md).
 
-gunicorn (2 sync workers, the Procfile's shape; started by B2's `Server`) against the bench
-database; one event with 50,000 open registrations (5,000 with --quick). Each scanner is a desk
-user that logs in through the admin login form (session cookie + CSRF token, as the browser
-does) and POSTs /desk/api/scan with the X-CSRFToken header.
+gunicorn (2 sync workers, B2's `Server`; not the Procfile's gthread configuration) against
+the bench database; one event with 50,000 open registrations (5,000 with --quick). Each
+scanner is a desk user that logs in through the admin login form (session cookie + CSRF
+token, as the browser does) and POSTs /desk/api/scan with the X-CSRFToken header.
 
 1. 1 then 4 concurrent scanners each scan their own share of distinct tickets: scans/s and
    p50/p99 latency. Checks: every answer is 200 `confirmed_registration`, the event's attended
