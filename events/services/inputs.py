@@ -16,6 +16,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from django.db.models import CharField
@@ -63,6 +64,7 @@ def load_json(body: bytes | str) -> Any:
     pending = [(document, 1)]
     while pending:  # a loop, not recursion: the check itself needs no stack
         value, depth = pending.pop()
+        children: Iterable[Any]
         if isinstance(value, dict):
             children = value.values()
         elif isinstance(value, list):
