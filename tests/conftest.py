@@ -28,6 +28,43 @@ def _reference_data(request):
     reference_data.ensure()
 
 
+@pytest.fixture(scope="module")
+def demo_data(request, django_db_setup, django_db_blocker):
+    """`manage.py seed_demo`, once per test module, inside a transaction rolled back when the
+    module ends. Each test's own transaction (pytest-django's `db`) nests in it as a savepoint,
+    so a test still sees only the demo plus its own rows. Seeding per test cost ~1 s each.
+    Once it is open, every later test of the module runs inside it: `_demo_data_guard` fails a
+    test that did not ask for it (it would see rows it does not expect), and a transactional
+    test (its flush) cannot run there at all."""
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.db import transaction
+
+    from events import reference_data
+
+    with django_db_blocker.unblock(), transaction.atomic():
+        reference_data.ensure()
+        call_command("seed_demo", stdout=StringIO())
+        request.module._demo_data_open = True
+        try:
+            yield
+        finally:
+            request.module._demo_data_open = False
+            transaction.set_rollback(True)
+
+
+@pytest.fixture(autouse=True)
+def _demo_data_guard(request):
+    if getattr(request.module, "_demo_data_open", False) and (
+        "demo_data" not in request.fixturenames
+    ):
+        pytest.fail(
+            "the module's demo transaction (tests/conftest.py demo_data) is open: ask for "
+            "demo_data, or move this test before the first test that does"
+        )
+
+
 @pytest.fixture
 def now() -> datetime:
     return datetime(2027, 3, 1, 9, 0, tzinfo=UTC)

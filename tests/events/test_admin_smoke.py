@@ -10,7 +10,6 @@ import factory
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import Group
-from django.core.management import call_command
 from django.utils import timezone
 
 from tests.events import factories
@@ -76,8 +75,8 @@ def _ensure_row(model) -> None:
 
 
 @pytest.fixture
-def demo(db):
-    call_command("seed_demo", verbosity=0)
+def demo(demo_data, db):
+    """The demo data (seeded once for the module: tests/conftest.py `demo_data`)."""
 
 
 @pytest.fixture

@@ -11,11 +11,9 @@ import zoneinfo
 from collections import Counter
 from datetime import timedelta
 from html import escape
-from io import StringIO
 
 import pytest
 from django.contrib.auth.models import Group, Permission
-from django.core.management import call_command
 from django.db import connection
 from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
@@ -46,7 +44,8 @@ from tests.leads.factories import LeadProvenanceFactory
 from tests.seams.factories import SeamInboxFactory
 from tests.sms.factories import SmsOutboxFactory
 
-pytestmark = pytest.mark.django_db
+# Every test runs on the demo data, seeded once for the module (tests/conftest.py demo_data).
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("demo_data")]
 SVG = re.compile(r"<svg\b.*?</svg>", re.S)
 HOLDING = (RegistrationState.OPEN, RegistrationState.DONE)
 
@@ -63,7 +62,6 @@ def user_in(group: str, name: str):
 
 @pytest.fixture
 def summit():
-    call_command("seed_demo", stdout=StringIO())
     event = Event.objects.get(name="Open Source Summit")
     reg = Registration.objects.filter(event=event, state=RegistrationState.OPEN).first()
     mail = Mail.objects.filter(event=event).first()
@@ -117,7 +115,6 @@ def test_seat_figures_equal_the_registrations(client, manager, summit):
 
 
 def test_seat_figures_per_slot_on_a_multi_slot_event(client, manager):
-    call_command("seed_demo", stdout=StringIO())
     event = Event.objects.get(name="Hands-on Django Workshops")
     seat = page(client, manager, event).context["seat"]
     holding = Registration.objects.filter(event=event, active=True, state__in=HOLDING)

@@ -24,8 +24,8 @@ def row_counts() -> dict[str, int]:
 
 
 @pytest.fixture
-def seeded():
-    call_command("seed_demo", stdout=StringIO())
+def seeded(demo_data):
+    """The demo, seeded once for the module (tests/conftest.py `demo_data`)."""
 
 
 def test_a_second_run_changes_no_row_count(seeded):

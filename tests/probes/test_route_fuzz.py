@@ -79,7 +79,7 @@ pytestmark = pytest.mark.django_db
 
 SEAM_SECRET = new_secret()
 FUZZ = settings(
-    max_examples=25,
+    max_examples=15,
     deadline=None,
     database=None,  # no .hypothesis/ example store in the checkout
     # No shrinking: a failure is reported with the request as drawn (each defect found so far
