@@ -56,8 +56,13 @@ class WireCounter:
             return self.ready_for_query
 
     def close(self) -> None:
+        """Close every proxied connection. `shutdown` first: a bare `close` does not end a
+        connection another thread is blocked reading, so PostgreSQL kept that backend (and
+        the test database could not be dropped at the end of the run)."""
         self.listener.close()
         for sock in self.sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
             sock.close()
 
     def _accept(self) -> None:
