@@ -26,7 +26,7 @@ from events.models import Registration
 
 BIGINT_MAX = 2**63 - 1
 # Containers inside containers a JSON body may hold. The deepest document any route expects
-# (a seam message, an intake answer) nests 4 levels.
+# (a seam message with attendees and answers) nests about 7 levels.
 MAX_JSON_DEPTH = 32
 CONTACT_FIELDS = ("name", "email", "phone", "company_name")
 UTM_FIELDS = ("source", "medium", "campaign")
