@@ -115,6 +115,9 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": env.db_url("DATABASE_URL")}
+# Django's PostgreSQL backend with psycopg's C parser for timestamptz values (config/postgres).
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["ENGINE"] = "config.postgres"
 DATABASES["default"]["CONN_MAX_AGE"] = 60
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # psycopg prepares a statement of a server-binding cursor from its third use on a connection.
