@@ -63,7 +63,8 @@ MIDDLEWARE = [
 # A Redis fault never blocks staff: events.login_throttle fails open and logs it.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # Django's ModelBackend, its get_user on one prepared statement (config/auth.py).
+    "config.auth.ModelBackend",
 ]
 AXES_HANDLER = "events.login_throttle.FailOpenCacheHandler"
 AXES_CACHE = "default"
