@@ -331,7 +331,9 @@ def test_catalog_read_killed_answers_503_and_the_next_read_answers(seam_secret):
 
 
 DESK_POINTS = {
-    "first-statement": r".",  # the session read, before the view
+    # The session read, the request's first statement, reconnects instead (next test); the
+    # user read comes second, before the view.
+    "user-read": r"FROM auth_user u WHERE",
     "state-update": r'UPDATE "events_registration"',
     "audit-insert": r'INSERT INTO "events_eventauditlog"',
 }
@@ -360,6 +362,32 @@ def test_desk_scan_killed_answers_503_admits_nobody_and_the_rescan_admits_once(p
 
     reg.refresh_from_db()
     assert reg.state == RegistrationState.DONE
+    admissions = EventAuditLog.objects.filter(
+        registration=reg, verb="registration.scanned", data__status="confirmed_registration"
+    )
+    assert admissions.count() == 1
+    assert seats.audit(event=reg.event) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_desk_scan_whose_first_statement_meets_a_killed_backend_reconnects_and_admits_once():
+    """The backend dies just before the request's first statement, the session read (a kept
+    connection dropped between requests by a failover): the read finds the connection dead,
+    replaces it and reads again (the check CONN_HEALTH_CHECKS' SELECT 1 did before), so the
+    scan admits once instead of answering 503; the rescan finds the ticket used."""
+    reg = factories.RegistrationFactory(event=ongoing_event())
+    client = Client(raise_request_exception=False)
+    client.force_login(desk_user())
+    scan = json.dumps({"barcode": reg.barcode, "event_id": reg.event_id})
+
+    with backend_killed_before(r".") as fired:
+        first = client.post(SCAN, data=scan, content_type=JSON)
+    request_finished()
+
+    assert "django_session" in fired[0]
+    assert (first.status_code, first.json()["status"]) == (200, "confirmed_registration")
+    second = client.post(SCAN, data=scan, content_type=JSON)
+    assert (second.status_code, second.json()["status"]) == (200, "already_registered")
     admissions = EventAuditLog.objects.filter(
         registration=reg, verb="registration.scanned", data__status="confirmed_registration"
     )
