@@ -3,9 +3,17 @@
 It is `REMOTE_ADDR`, except when `REMOTE_ADDR` is the trusted proxy (EVENT_TRUSTED_PROXY, empty:
 no proxy trusted): then it is the rightmost `X-Forwarded-For` entry, the one that proxy added.
 Entries further left were written by the client and are never trusted.
+
+The entry is used as an address only when it is one (IPv4 or IPv6, also with a port as some
+proxies write it: `1.2.3.4:5678`, `[2001:db8::1]:5678`), in its canonical text; anything else
+(a proxy passing on what the client wrote, a NUL, other scripts' digits) counts as the proxy
+itself, as an absent header does. The address keys the rate limiter's and the login throttle's
+counters: it is always a short, plain string.
 """
 
 from __future__ import annotations
+
+import ipaddress
 
 from django.conf import settings
 from django.http import HttpRequest
@@ -18,5 +26,17 @@ def client_address(request: HttpRequest) -> str:
         forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "") or ""
         entries = [entry.strip() for entry in forwarded.split(",") if entry.strip()]
         if entries:
-            return entries[-1]
+            return _address(entries[-1]) or remote
     return remote
+
+
+def _address(entry: str) -> str | None:
+    """`entry` as a canonical IP address, its port dropped; None when it is not one."""
+    if entry.startswith("["):  # [IPv6]:port
+        entry = entry[1:].partition("]")[0]
+    elif entry.count(":") == 1:  # IPv4:port
+        entry = entry.partition(":")[0]
+    try:
+        return str(ipaddress.ip_address(entry))
+    except ValueError:
+        return None
