@@ -1,5 +1,5 @@
 """The SMS panel of the event dashboard: outgoing SMS of the event by state, failed ones as an
-alert (one grouped query). Registered in SmsConfig.ready()."""
+alert (one grouped query, reading the event's rows only). Registered in SmsConfig.ready()."""
 
 from __future__ import annotations
 
@@ -19,10 +19,14 @@ from sms.models import SmsOutbox, SmsState
 
 
 def sms_panel(event) -> PanelData:
+    # The event's rows are those of its registrations and those of its schedulers (either
+    # key may have been cleared). Selected as a union of the two, each found through its own
+    # index: an OR across the two joins made PostgreSQL read the whole outbox, every event's
+    # SMS, on every dashboard load (128 ms at 100,000 rows, growing with the table).
+    of_event = SmsOutbox.objects.filter(registration__event_id=event.pk).values("pk")
+    of_schedulers = SmsOutbox.objects.filter(scheduler__event_id=event.pk).values("pk")
     counts = (
-        SmsOutbox.objects.filter(
-            Q(registration__event_id=event.pk) | Q(scheduler__event_id=event.pk)
-        )
+        SmsOutbox.objects.filter(pk__in=of_event.union(of_schedulers))
         .order_by()
         .aggregate(
             queued=Count("pk", filter=Q(state=SmsState.QUEUED)),
