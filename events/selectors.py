@@ -258,3 +258,14 @@ def calendar_registration(*, registration_id: int) -> Registration | None:
     if slot is not None:
         registration.slot = slot
     return registration
+
+
+def outbox_of_event(queryset: QuerySet[Any], event_id: int) -> QuerySet[Any]:
+    """The rows of an outbox queryset (mail or SMS: the `registration` and `scheduler` keys)
+    that belong to the event: its registrations' and its schedulers' (either key may have been
+    cleared). A union of the two, each found through its key's index: an OR across both joins
+    made PostgreSQL read the whole outbox, every event's messages."""
+    model = queryset.model
+    of_registrations = model._default_manager.filter(registration__event_id=event_id)
+    of_schedulers = model._default_manager.filter(scheduler__event_id=event_id)
+    return queryset.filter(pk__in=of_registrations.values("pk").union(of_schedulers.values("pk")))

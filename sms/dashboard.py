@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.db.models import Count, Q
 from django.urls import reverse
 
+from events import selectors
 from events.admin.extensions import (
     AdminSection,
     Alert,
@@ -19,14 +20,9 @@ from sms.models import SmsOutbox, SmsState
 
 
 def sms_panel(event) -> PanelData:
-    # The event's rows are those of its registrations and those of its schedulers (either
-    # key may have been cleared). Selected as a union of the two, each found through its own
-    # index: an OR across the two joins made PostgreSQL read the whole outbox, every event's
-    # SMS, on every dashboard load (128 ms at 100,000 rows, growing with the table).
-    of_event = SmsOutbox.objects.filter(registration__event_id=event.pk).values("pk")
-    of_schedulers = SmsOutbox.objects.filter(scheduler__event_id=event.pk).values("pk")
+    # The event's rows, read through their keys' indexes (events.selectors.outbox_of_event).
     counts = (
-        SmsOutbox.objects.filter(pk__in=of_event.union(of_schedulers))
+        selectors.outbox_of_event(SmsOutbox.objects.all(), event.pk)
         .order_by()
         .aggregate(
             queued=Count("pk", filter=Q(state=SmsState.QUEUED)),

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
-from django.db.models import Q
 
+from events import selectors
 from events.admin.base import (
     ReadOnlyAdmin,
     ServiceErrorsMixin,
@@ -154,7 +154,7 @@ class OutboxEventFilter(admin.SimpleListFilter):
             return queryset
         if not _is_id(value):
             return queryset.none()
-        return queryset.filter(Q(registration__event_id=value) | Q(scheduler__event_id=value))
+        return selectors.outbox_of_event(queryset, int(value))
 
 
 def _is_id(value: str) -> bool:

@@ -17,6 +17,7 @@ from datetime import date, datetime
 from django.db.models import Count, Min, Q
 from django.db.models.functions import TruncDate
 
+from events import selectors
 from events.models import (
     Event,
     Mail,
@@ -204,11 +205,8 @@ def communication(*, event: Event) -> list[SchedulerStatus]:
 
 def failed_mails(*, event: Event) -> int:
     """Outbox mails of this event (by attendee or by scheduler) that failed for good."""
-    return (
-        MailOutbox.objects.filter(state=OutboxState.FAILED)
-        .filter(Q(registration__event_id=event.pk) | Q(scheduler__event_id=event.pk))
-        .count()
-    )
+    failed = MailOutbox.objects.filter(state=OutboxState.FAILED)
+    return selectors.outbox_of_event(failed, event.pk).count()
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,9 @@
-"""The SMS panel of the event dashboard counts the event's rows, and reads only those."""
+"""The SMS panel of the event dashboard counts the event's rows (how it reads them:
+tests/events/test_outbox_of_event.py)."""
 
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from sms.dashboard import sms_panel
@@ -41,28 +40,3 @@ def test_the_panel_counts_each_row_of_the_event_once_by_state():
     assert figures(event) == {"SMS queued": 1, "SMS sent": 2, "SMS failed": 1}
     assert figures(other) == {"SMS queued": 0, "SMS sent": 2, "SMS failed": 0}
     assert [a.count for a in sms_panel(event).alerts] == [1]
-
-
-def test_the_panel_reads_the_outbox_through_its_keys_not_whole():
-    event = factories.EventFactory()
-    SmsOutboxFactory(registration=factories.RegistrationFactory(event=event))
-    with CaptureQueriesContext(connection) as captured:
-        sms_panel(event)
-    (sql,) = [q["sql"] for q in captured.captured_queries]
-    with connection.cursor() as cursor:
-        # Where an index can serve, the planner must use it (a table this small would be read
-        # whole otherwise); every scan of the outbox must then be bounded by a key's index
-        # condition. The OR across two joins had none: it read every event's rows.
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}")
-        (plan,) = cursor.fetchone()[0]
-    scans = list(_outbox_scans(plan["Plan"]))
-    assert scans, plan
-    assert all("Index Cond" in node or "Recheck Cond" in node for node in scans), scans
-
-
-def _outbox_scans(node: dict):
-    if node.get("Relation Name") == "sms_smsoutbox":
-        yield node
-    for child in node.get("Plans", ()):
-        yield from _outbox_scans(child)
