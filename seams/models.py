@@ -29,6 +29,13 @@ class SeamInbox(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["source", "message_id"], name="seam_inbox_message"),
         ]
+        indexes = [
+            # Parked messages, counted on every event dashboard and listed for replay: a few
+            # rows of an inbox that keeps every message the host ever sent.
+            models.Index(
+                fields=["id"], name="seam_inbox_parked", condition=models.Q(status="parked")
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.type} {self.message_id} ({self.status})"
