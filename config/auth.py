@@ -4,8 +4,15 @@
 (`User._default_manager.get(pk=…)`) compiles the same ORM query each time, ~180 µs of client
 CPU; here it is a fixed statement on a server-binding cursor (events.services.rows.fetch,
 prepared on its second use on a connection), with Django's answer: the user when the row
-exists and may authenticate (`is_active`), else None. Everything else (authenticate,
+exists and may authenticate (`is_active`), else None. Everything else (the password check,
 permissions) is Django's ModelBackend. Register P9.
+
+A session remembers the backend that signed its user in, and Django drops a session whose
+backend is not listed. Django's ModelBackend therefore stays listed after this one, so that
+sessions it signed in stay valid (a rolling deploy moves staff between hosts of both
+releases). It is never asked to check a password: a failed check here ends the chain
+(PermissionDenied, which Django's `authenticate` reports as the failed login it is), instead
+of running the same check, a full password hash, a second time.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 from functools import cache
 
 from django.contrib.auth import backends, get_user_model
+from django.core.exceptions import PermissionDenied
 
 from events.services import rows
 
@@ -33,3 +41,9 @@ class ModelBackend(backends.ModelBackend):
             return None
         ((user,),) = rows.load_joined((get_user_model(),), found)
         return user if self.user_can_authenticate(user) else None
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        user = super().authenticate(request, username=username, password=password, **kwargs)
+        if user is None and password is not None:
+            raise PermissionDenied  # see the module docstring: not checked twice
+        return user

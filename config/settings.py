@@ -65,6 +65,8 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     # Django's ModelBackend, its get_user on one prepared statement (config/auth.py).
     "config.auth.ModelBackend",
+    # Keeps sessions signed in by it valid; never checks a password (config/auth.py).
+    "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_HANDLER = "events.login_throttle.FailOpenCacheHandler"
 AXES_CACHE = "default"

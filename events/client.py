@@ -4,8 +4,9 @@ It is `REMOTE_ADDR`, except when `REMOTE_ADDR` is the trusted proxy (EVENT_TRUST
 no proxy trusted): then it is the rightmost `X-Forwarded-For` entry, the one that proxy added.
 Entries further left were written by the client and are never trusted.
 
-The entry is used as an address only when it is one (IPv4 or IPv6, also with a port as some
-proxies write it: `1.2.3.4:5678`, `[2001:db8::1]:5678`), in its canonical text; anything else
+The entry is used as an address only when it is one (IPv4 or IPv6, also with a numeric port as
+some proxies write it: `1.2.3.4:5678`, `[2001:db8::1]:5678`), in its canonical text (an
+IPv4-mapped IPv6 address as its IPv4 address; an IPv6 zone id is refused); anything else
 (a proxy passing on what the client wrote, a NUL, other scripts' digits) counts as the proxy
 itself, as an absent header does. The address keys the rate limiter's and the login throttle's
 counters: it is always a short, plain string.
@@ -31,12 +32,24 @@ def client_address(request: HttpRequest) -> str:
 
 
 def _address(entry: str) -> str | None:
-    """`entry` as a canonical IP address, its port dropped; None when it is not one."""
+    """`entry` as a canonical IP address, a numeric port dropped; None when it is not one."""
+    host, port = entry, ""
     if entry.startswith("["):  # [IPv6]:port
-        entry = entry[1:].partition("]")[0]
+        host, bracket, rest = entry[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            return None
+        port = rest[1:] if rest else ""
     elif entry.count(":") == 1:  # IPv4:port
-        entry = entry.partition(":")[0]
+        host, _, port = entry.partition(":")
+    if port and not (port.isascii() and port.isdigit() and len(port) <= 5):
+        return None
+    if "%" in host:  # an IPv6 zone id is free text: never a client's address
+        return None
     try:
-        return str(ipaddress.ip_address(entry))
+        address = ipaddress.ip_address(host)
     except ValueError:
         return None
+    # An IPv4 client may reach an IPv6 proxy socket as ::ffff:a.b.c.d: one client, one key.
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return str(address)

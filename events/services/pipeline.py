@@ -117,6 +117,12 @@ def cursor():
     return wrapper.make_cursor(raw)
 
 
+def in_pipeline() -> bool:
+    """Whether Django's connection is in psycopg's pipeline mode (inside `pipelined()`)."""
+    raw = connection.connection
+    return raw is not None and raw.pgconn.pipeline_status != pq.PipelineStatus.OFF
+
+
 def first_read(read: Callable[[], T]) -> T:
     """Run a request's first statement, `read` (a read, harmless to repeat), in place of
     Django's per-request health check: the `SELECT 1` CONN_HEALTH_CHECKS sends before a
@@ -124,7 +130,8 @@ def first_read(read: Callable[[], T]) -> T:
     `read` finds the kept connection dropped since the last request (a failover, a restart) and
     health checks are on, the connection is replaced and `read` runs once more — the answer the
     health check would have given. Any other error is raised, and nothing is retried inside a
-    transaction. The connection then counts as checked for the rest of the request."""
+    transaction (an atomic block, or autocommit turned off). The connection then counts as
+    checked for the rest of the request."""
     try:
         result = read()
     except (OperationalError, InterfaceError):
@@ -132,6 +139,7 @@ def first_read(read: Callable[[], T]) -> T:
         if (
             not connection.settings_dict["CONN_HEALTH_CHECKS"]
             or connection.in_atomic_block
+            or not connection.autocommit  # the flag: get_autocommit() would reconnect
             or kept is None
             or not kept.closed
         ):

@@ -218,11 +218,15 @@ def fetch(sql: str, params: Sequence[Any]) -> list[tuple]:
     """Every row of one fixed statement, run on a server-binding cursor (pipeline.cursor):
     psycopg prepares it on its second use on a connection, so the server plans it once. For
     statements whose text does not depend on the values (a list travels as one array
-    parameter: `= ANY(%s)`). Not in pipeline mode."""
+    parameter: `= ANY(%s)`). Inside a pipeline (a lazy read, the session or the signed-in user,
+    met during a booking) the statement must return rows: its answer is waited for there and
+    then, as psycopg's fetch does in pipeline mode (the description is unknown before)."""
     cursor = pipeline.cursor()
     try:
         cursor.execute(sql, params)
-        return cursor.fetchall() if cursor.description is not None else []
+        if pipeline.in_pipeline() or cursor.description is not None:
+            return cursor.fetchall()
+        return []
     finally:
         cursor.close()
 

@@ -3,6 +3,7 @@ X-Forwarded-For only from the trusted proxy (its rightmost entry)."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 
 import pytest
@@ -10,6 +11,8 @@ import redis
 from django.core.cache import cache
 from django.test import Client, RequestFactory
 from django.urls import reverse
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from redis.commands.core import Script
 
 from events import ratelimit
@@ -121,6 +124,15 @@ def test_behind_the_trusted_proxy_the_rightmost_entry_is_the_client(client, limi
         ("10.0.0.254", "10.0.0.254", "\u0661.\u0662.\u0663.\u0664", "10.0.0.254"),
         ("10.0.0.254", "10.0.0.254", "õ®\xa0÷B{\x06Ý", "10.0.0.254"),
         ("10.0.0.254", "10.0.0.254", "1" * 5000, "10.0.0.254"),
+        ("10.0.0.254", "10.0.0.254", "::ffff:1.2.3.4", "1.2.3.4"),
+        ("10.0.0.254", "10.0.0.254", "fe80::1%eth0", "10.0.0.254"),
+        ("10.0.0.254", "10.0.0.254", "fe80::1%\x00x", "10.0.0.254"),
+        ("10.0.0.254", "10.0.0.254", "::1%" + "A" * 300, "10.0.0.254"),
+        ("10.0.0.254", "10.0.0.254", "[::1]junk", "10.0.0.254"),
+        ("10.0.0.254", "10.0.0.254", "[::1", "10.0.0.254"),
+        ("10.0.0.254", "10.0.0.254", "1.2.3.4:x", "10.0.0.254"),
+        ("10.0.0.254", "10.0.0.254", "1.2.3.4:\u0661", "10.0.0.254"),
+        ("10.0.0.254", "10.0.0.254", "01.2.3.4", "10.0.0.254"),
     ],
 )
 def test_client_address(settings, trusted, remote, forwarded, client):
@@ -129,6 +141,24 @@ def test_client_address(settings, trusted, remote, forwarded, client):
     if forwarded is not None:
         headers["HTTP_X_FORWARDED_FOR"] = forwarded
     assert client_address(RequestFactory().get("/", **headers)) == client
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    forwarded=st.text(max_size=80)
+    | st.ip_addresses().map(str)
+    | st.builds(lambda a, z: f"{a}%{z}", st.ip_addresses(v=6), st.text(max_size=20))
+)
+def test_the_client_key_is_the_proxy_or_a_canonical_address(forwarded):
+    from django.test import override_settings
+
+    with override_settings(EVENT_TRUSTED_PROXY="10.0.0.254"):
+        request = RequestFactory().get(
+            "/", REMOTE_ADDR="10.0.0.254", HTTP_X_FORWARDED_FOR=forwarded
+        )
+        key = client_address(request)
+    assert key == "10.0.0.254" or str(ipaddress.ip_address(key)) == key
+    assert len(key) <= 39 and key.isascii() and key.isprintable() and "%" not in key
 
 
 @pytest.mark.django_db

@@ -4,19 +4,21 @@ statement each, with Django's answers."""
 from __future__ import annotations
 
 from datetime import timedelta
+from unittest import mock
 
 import pytest
-from django.contrib.auth import SESSION_KEY, get_user_model
+from django.contrib.auth import BACKEND_SESSION_KEY, SESSION_KEY, get_user_model
 from django.contrib.auth import backends as django_backends
 from django.contrib.sessions.backends import db as django_db_store
 from django.contrib.sessions.models import Session
-from django.db import connection
+from django.db import OperationalError, connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from config import auth
 from config.sessions import SessionStore
+from events.services import pipeline
 
 pytestmark = pytest.mark.django_db
 
@@ -43,7 +45,13 @@ def _statements(client: Client, path: str) -> tuple[int, list[str]]:
 def test_a_signed_in_request_reads_session_and_user_by_fixed_statements():
     client = _signed_in(staff(is_superuser=True))
     client.get("/admin/")  # the connection prepares the statements from their second use
-    status, sql = _statements(client, "/admin/")
+    # A request after the first on a kept connection: Django's health check is due again (the
+    # WSGI handler resets it at each request's start; the test client does not).
+    connection.health_check_done = False
+    checked = []
+    usable = connection.is_usable
+    with mock.patch.object(connection, "is_usable", lambda: checked.append(1) or usable()):
+        status, sql = _statements(client, "/admin/")
     assert status == 200
     session_reads = [s for s in sql if "django_session" in s]
     user_reads = [s for s in sql if "FROM auth_user u WHERE u.id = " in s]
@@ -52,7 +60,7 @@ def test_a_signed_in_request_reads_session_and_user_by_fixed_statements():
     # Django's ORM forms of both reads are gone, and so is the per-request health check.
     assert not any('"django_session"."session_key" = ' in s for s in sql)
     assert not any('"auth_user"."id" = ' in s and "WHERE" in s for s in sql)
-    assert "SELECT 1" not in sql
+    assert checked == []  # the session read stood in for the health check's SELECT 1
     assert sql[0] == session_reads[0]
 
 
@@ -114,3 +122,69 @@ def test_a_request_after_the_user_or_session_went_is_anonymous(change):
         Session.objects.update(expire_date=timezone.now() - timedelta(seconds=1))
     response = client.get("/admin/")
     assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_the_reads_answer_inside_a_booking_pipeline():
+    """request.session and request.user load lazily: a first access may come inside a
+    booking's pipeline (an unevaluated request.user passed as the actor)."""
+    user = staff(username="lazy")
+    key = _session(expires_in=timedelta(hours=1), data={"k": "v", SESSION_KEY: str(user.pk)})
+    with transaction.atomic(), pipeline.pipelined():
+        assert SessionStore(key).load() == {"k": "v", SESSION_KEY: str(user.pk)}
+        assert auth.ModelBackend().get_user(user.pk) == user
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_first_read_never_reconnects_with_autocommit_off(monkeypatch):
+    """Outside an atomic block but with autocommit off, a replaced connection would drop the
+    uncommitted work silently: the read's error is raised instead."""
+    connection.ensure_connection()
+    reads = []
+
+    def read():
+        reads.append(1)
+        raise OperationalError("server closed the connection unexpectedly")
+
+    connection.connection.close()  # the kept connection, dropped
+    monkeypatch.setattr(connection, "autocommit", False)
+    try:
+        with pytest.raises(OperationalError):
+            pipeline.first_read(read)
+        assert reads == [1]
+    finally:
+        monkeypatch.undo()
+        connection.close()
+
+
+def test_a_session_signed_in_by_djangos_backend_stays_signed_in():
+    """Sessions made before config.auth.ModelBackend name Django's backend (a rolling deploy
+    serves them from hosts of both releases)."""
+    client = _signed_in(staff(is_superuser=True))
+    session = client.session
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session.save()
+    assert client.get("/admin/").status_code == 200
+
+
+@pytest.mark.parametrize("username", ["staffer", "nobody"])
+def test_a_failed_login_checks_the_password_once(client, username):
+    staff()
+    checks = []
+    check = django_backends.ModelBackend.authenticate
+
+    def counted(self, *args, **kwargs):
+        checks.append(type(self).__module__)
+        return check(self, *args, **kwargs)
+
+    with mock.patch.object(django_backends.ModelBackend, "authenticate", counted):
+        response = client.post(
+            "/admin/login/", {"username": username, "password": "wrong", "next": "/admin/"}
+        )
+        assert response.status_code == 200  # the form again, with its error
+        assert checks == ["config.auth"]
+        checks.clear()
+        signed_in = client.post(
+            "/admin/login/", {"username": "staffer", "password": "pw-for-tests", "next": "/admin/"}
+        )
+    assert signed_in.status_code == 302 and checks == ["config.auth"]
+    assert client.session[BACKEND_SESSION_KEY] == "config.auth.ModelBackend"
