@@ -242,7 +242,8 @@ class LeadProvenanceRegistrationAdmin(ReadOnlyAdmin):
     """Leads per registration: search a registration's id, email or name."""
 
     list_display = ("registration", "provenance", "rule")
-    list_select_related = ("provenance", "registration", "rule")
+    # A provenance shows as "<lead> ← <rule>": its own rule is read with the row, not per row.
+    list_select_related = ("provenance__rule", "registration", "rule")
     search_fields = ("=registration__id", "registration__email", "registration__name")
     readonly_fields = ("provenance", "registration", "rule")
 

@@ -243,3 +243,23 @@ def test_the_local_sinks_leads_are_shown_read_only_in_the_admin(admin_client, wo
     html = page.content.decode()
     assert "1. Ada (ada@example.org)" in html and "Opportunity" in html
     assert admin_client.get("/admin/leads/lead/add/").status_code == 403  # written by the pass
+
+
+@pytest.mark.django_db
+def test_the_leads_per_registration_list_costs_the_same_for_more_rows(admin_client, world):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.leads.factories import LeadProvenanceRegistrationFactory
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            page = admin_client.get("/admin/leads/leadprovenanceregistration/")
+        assert page.status_code == 200
+        return len(ctx.captured_queries)
+
+    LeadProvenanceRegistrationFactory()
+    few = count()
+    for _ in range(4):
+        LeadProvenanceRegistrationFactory()
+    assert count() == few
