@@ -35,6 +35,8 @@ class SeamInbox(models.Model):
             models.Index(
                 fields=["id"], name="seam_inbox_parked", condition=models.Q(status="parked")
             ),
+            # The admin's list, newest first: its first page without sorting the whole inbox.
+            models.Index(fields=["-received_at", "-id"], name="seam_inbox_newest"),
         ]
 
     def __str__(self) -> str:
