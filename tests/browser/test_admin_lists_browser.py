@@ -5,20 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.browser.test_admin_csp_browser import PASSWORD, admin_user  # noqa: F401 - fixture
 from tests.browser.test_attendee_browser import SHOTS, browser  # noqa: F401 - the fixture
 from tests.events import factories
 from tests.seams.factories import SeamInboxFactory
 
 pytestmark = pytest.mark.slow
-PASSWORD = "lists-admin-pw-for-tests"  # noqa: S105
-
-
-@pytest.fixture
-def admin_user(transactional_db, monkeypatch):
-    from django.db import connections
-
-    monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 0)
-    return factories.UserFactory(username="lists-admin", password=PASSWORD, is_superuser=True)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -28,7 +20,7 @@ def test_the_growing_lists_filter_by_date_and_type(admin_user, live_server, brow
     SeamInboxFactory(type="order.cancelled")
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(f"{live_server.url}/admin/login/")
-    page.fill("#id_username", "lists-admin")
+    page.fill("#id_username", admin_user.username)
     page.fill("#id_password", PASSWORD)
     page.click("input[type=submit]")
     page.wait_for_url(f"{live_server.url}/admin/")

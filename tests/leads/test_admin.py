@@ -194,24 +194,26 @@ def test_leads_show_per_event_and_per_registration(admin_client, world, actor):
     assert "leads" in changelist
 
 
-@pytest.mark.django_db
-def test_the_event_changelist_lead_column_costs_the_same_for_more_events(admin_client, world):
+def _queries(admin_client, url: str) -> int:
+    """Statements of one load of an admin page."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    with CaptureQueriesContext(connection) as ctx:
+        page = admin_client.get(url)
+    assert page.status_code == 200
+    return len(ctx.captured_queries)
+
+
+@pytest.mark.django_db
+def test_the_event_changelist_lead_column_costs_the_same_for_more_events(admin_client, world):
     from tests.leads.factories import LeadProvenanceFactory
 
-    def count() -> int:
-        with CaptureQueriesContext(connection) as ctx:
-            page = admin_client.get("/admin/events/event/")
-        assert page.status_code == 200
-        return len(ctx.captured_queries)
-
     LeadProvenanceFactory(event=world.event)
-    few = count()
+    few = _queries(admin_client, "/admin/events/event/")
     for event in (world.other, *[LeadProvenanceFactory().event for _ in range(3)]):
         LeadProvenanceFactory(event=event)
-    assert count() == few
+    assert _queries(admin_client, "/admin/events/event/") == few
 
 
 @pytest.mark.django_db
@@ -247,19 +249,10 @@ def test_the_local_sinks_leads_are_shown_read_only_in_the_admin(admin_client, wo
 
 @pytest.mark.django_db
 def test_the_leads_per_registration_list_costs_the_same_for_more_rows(admin_client, world):
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
     from tests.leads.factories import LeadProvenanceRegistrationFactory
 
-    def count() -> int:
-        with CaptureQueriesContext(connection) as ctx:
-            page = admin_client.get("/admin/leads/leadprovenanceregistration/")
-        assert page.status_code == 200
-        return len(ctx.captured_queries)
-
+    url = "/admin/leads/leadprovenanceregistration/"
     LeadProvenanceRegistrationFactory()
-    few = count()
-    for _ in range(4):
-        LeadProvenanceRegistrationFactory()
-    assert count() == few
+    few = _queries(admin_client, url)
+    LeadProvenanceRegistrationFactory.create_batch(4)
+    assert _queries(admin_client, url) == few
