@@ -266,6 +266,13 @@ def outbox_of_event(queryset: QuerySet[Any], event_id: int) -> QuerySet[Any]:
     cleared). A union of the two, each found through its key's index: an OR across both joins
     made PostgreSQL read the whole outbox, every event's messages."""
     model = queryset.model
+    # Unordered halves (the model's default order would sort each), kept whole: `IN` needs no
+    # de-duplicated list.
     of_registrations = model._default_manager.filter(registration__event_id=event_id)
     of_schedulers = model._default_manager.filter(scheduler__event_id=event_id)
-    return queryset.filter(pk__in=of_registrations.values("pk").union(of_schedulers.values("pk")))
+    ids = (
+        of_registrations.order_by()
+        .values("pk")
+        .union(of_schedulers.order_by().values("pk"), all=True)
+    )
+    return queryset.filter(pk__in=ids)

@@ -39,10 +39,11 @@ class SeamInboxAdmin(ReadOnlyAdmin):
         "applied_at",
     )
     # The inbox keeps every message the host sent: fixed choices for the date and the type
-    # (where a date hierarchy or a field filter reads every row on each load), and only the
-    # filtered rows are counted.
-    list_filter = ("status", TypeFilter, ("received_at", admin.DateFieldListFilter), "source")
+    # (where a date hierarchy or a field filter reads every row on each load; the one source,
+    # receive.SOURCE, needs no filter), only the filtered rows counted, no per-choice counts.
+    list_filter = ("status", TypeFilter, ("received_at", admin.DateFieldListFilter))
     show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
     # `?order_ref=SO042` (the order column links to it) filters by order; search finds by prefix.
     search_fields = ("message_id", "order_ref")
     readonly_fields = [f.name for f in SeamInbox._meta.fields]
