@@ -16,8 +16,11 @@ from __future__ import annotations
 
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.exceptions import ValidationError
+from django.db import models
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.urls import reverse
+
+from events.services import inputs
 
 
 def _refused(why: str) -> HttpResponse:
@@ -47,11 +50,21 @@ class AdminQueryGuard:
         if not selected:
             return None
         pk = model_admin.model._meta.pk
-        try:
-            for value in selected:
-                if "\x00" in value:
-                    raise ValidationError("NUL")
-                pk.to_python(value)
-        except ValidationError:
+        if not all(_is_key(pk, value) for value in selected):
             return _refused("a selected row is not one of this list's rows")
         return None
+
+
+def _is_key(pk: models.Field, value: str) -> bool:
+    """`value` can be a primary key of the model: ASCII digits within bigint for an integer
+    key (events.services.inputs.as_id: "١" or "²" are no row's key), else text PostgreSQL can
+    hold that the key field accepts."""
+    if isinstance(pk, models.IntegerField):  # the auto fields included
+        return inputs.as_id(value) is not None
+    if not inputs.storable(value):
+        return False
+    try:
+        pk.to_python(value)
+    except ValidationError:
+        return False
+    return True

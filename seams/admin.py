@@ -23,7 +23,8 @@ class TypeFilter(admin.SimpleListFilter):
         return [(kind, kind) for kind in seam_messages.TYPES]
 
     def queryset(self, request, queryset):
-        return queryset.filter(type=self.value()) if self.value() else queryset
+        kind = self.value()
+        return queryset.filter(type=kind) if kind else queryset
 
 
 @admin.register(SeamInbox)

@@ -18,7 +18,7 @@ from events.models import (
     MailRegistration,
     MailSlot,
 )
-from events.services import delivery
+from events.services import delivery, inputs
 from events.services import scheduler as scheduler_services
 
 
@@ -138,10 +138,10 @@ class OutboxEventFilter(admin.SimpleListFilter):
     parameter_name = "event"
 
     def lookups(self, request, model_admin):
-        chosen = self.value()
+        chosen = inputs.as_id(self.value() or "")
         events = Event.objects.order_by("-date_begin").values_list("pk", "name")[:20]
         choices = [(str(pk), name) for pk, name in events]
-        if chosen and _is_id(chosen) and chosen not in {c for c, _ in choices}:
+        if chosen is not None and str(chosen) not in {c for c, _ in choices}:
             choices += [
                 (str(pk), name)
                 for pk, name in Event.objects.filter(pk=chosen).values_list("pk", "name")
@@ -152,14 +152,10 @@ class OutboxEventFilter(admin.SimpleListFilter):
         value = self.value()
         if not value:
             return queryset
-        if not _is_id(value):
+        event_id = inputs.as_id(value)  # ASCII digits within bigint, else no rows
+        if event_id is None:
             return queryset.none()
-        return selectors.outbox_of_event(queryset, int(value))
-
-
-def _is_id(value: str) -> bool:
-    """ASCII digits within bigint: `str.isdigit()` also accepts "²" or "١", which int() refuses."""
-    return value.isascii() and value.isdigit() and len(value) <= 18
+        return selectors.outbox_of_event(queryset, event_id)
 
 
 @admin.register(MailOutbox)

@@ -224,7 +224,7 @@ def fetch(sql: str, params: Sequence[Any]) -> list[tuple]:
     cursor = pipeline.cursor()
     try:
         cursor.execute(sql, params)
-        if pipeline.in_pipeline() or cursor.description is not None:
+        if cursor.description is not None or pipeline.in_pipeline():  # the cheap test first
             return cursor.fetchall()
         return []
     finally:

@@ -33,7 +33,9 @@ def test_other_routes_keep_their_own_answer_to_a_nul(client):
     assert client.get("/healthz?x=%00").status_code == 200
 
 
-@pytest.mark.parametrize("selected", ["abc", "\x00", "1\x00", "", "1.5"])
+@pytest.mark.parametrize(
+    "selected", ["abc", "\x00", "1\x00", "", "1.5", "\u0661", "\u00b2", "9" * 40, "-1"]
+)
 @pytest.mark.parametrize(
     "url", ["/admin/events/event/", "/admin/events/mailoutbox/", "/admin/seams/seaminbox/"]
 )
@@ -55,3 +57,12 @@ def test_selected_keys_still_reach_the_action(admin_client):
     )
     assert response.status_code == 200  # the action's confirmation page
     assert "Are you sure" in response.content.decode()
+
+
+@pytest.mark.parametrize("value", ["\u0661", "9" * 40, "abc", "-1"])
+def test_the_outbox_event_filter_reads_no_rows_for_a_value_that_is_no_id(admin_client, value):
+    event = factories.EventFactory()
+    factories.MailOutboxFactory(registration=factories.RegistrationFactory(event=event))
+    response = admin_client.get("/admin/events/mailoutbox/", {"event": value})
+    assert response.status_code == 200
+    assert list(response.context["cl"].result_list) == []
