@@ -19,6 +19,7 @@ class Actor:
 
 
 SYSTEM = Actor(ActorType.SYSTEM, label="system")
+ACTOR_TYPES = frozenset(ActorType.values)  # `.values` is a new list on every access
 
 
 def as_actor(actor: Any) -> Actor:
@@ -29,7 +30,7 @@ def as_actor(actor: Any) -> Actor:
         return Actor(ActorType.USER, str(actor.pk), actor.get_username())
     if isinstance(actor, str) and actor:
         kind, _, label = actor.partition(":")
-        if kind in ActorType.values:
+        if kind in ACTOR_TYPES:
             return Actor(kind, label=label or kind)
         return Actor(ActorType.SYSTEM, label=actor)
     raise TypeError(f"an actor is required (user or label), got {actor!r}")

@@ -64,6 +64,9 @@ from events.services.contacts import is_valid_email, normalise_phone
 from events.services.dberrors import violated_constraint
 
 S = RegistrationState
+# A Choices class's `.values` builds a new list on every access; the checks below run per call.
+SALE_STATUSES = frozenset(SaleStatus.values)
+CANCEL_SOURCES = frozenset(CancelSource.values)
 
 # (from, to) → verb. `None` = a new registration.
 TRANSITIONS: dict[tuple[str | None, str], str] = {
@@ -280,7 +283,7 @@ def register(
         raise InvalidTransition(f"A registration cannot be created in state {state!r}.")
     if not attendees:
         raise ValidationFailed("At least one attendee is needed.", code="invalid_quantity")
-    if sale_status not in SaleStatus.values:
+    if sale_status not in SALE_STATUSES:
         raise ValidationFailed(f"Unknown sale status {sale_status!r}.", code="invalid_value")
     if not 0 <= held_seats <= len(attendees) or (held_seats and state != S.OPEN):
         raise ValueError(f"held_seats={held_seats} for {len(attendees)} {state} attendee(s)")
@@ -612,7 +615,7 @@ def undo_attendance(*, registration: Registration, actor: Any) -> Registration:
 
 def cancel(*, registration: Registration, actor: Any, source: str = "staff") -> Registration:
     """`source` is who cancelled: "staff" (the default) or "order" (a host order cancellation)."""
-    if source not in CancelSource.values:
+    if source not in CANCEL_SOURCES:
         raise ValidationFailed(f"Unknown cancel source {source!r}.", code="invalid_value")
     return _transition(registration, S.CANCEL, "cancel", actor, cancel_source=source)
 

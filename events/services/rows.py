@@ -5,7 +5,9 @@
   its first round trip, `locks.read_for_booking`). Each value goes through the field's
   `pre_save` (auto_now, auto_now_add) and `get_db_prep_save`, as the ORM's own INSERT does, so
   a field added to a model is written here too; only the SQL text is cached, per (model, with
-  pk, row count).
+  pk, row count). Shortcuts with the same result: a value psycopg writes as it is (`_PLAIN`)
+  skips the conversion, and a DateTimeField's auto_now / auto_now_add takes one
+  `timezone.now()` per statement (set on the instances, as `pre_save` does).
 - `combined(statements)` is one statement running several: every statement but the last
   becomes a data-modifying CTE (`WITH w0 AS (INSERT …), w1 AS (INSERT …) <last>`). PostgreSQL
   runs every part, in one snapshot, and an error in any part (a unique or foreign-key
@@ -41,6 +43,7 @@ from functools import cache
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
+from django.utils import timezone
 
 from events.services import pipeline
 
@@ -128,16 +131,22 @@ _PLAIN: dict[type[models.Field], type] = {
 }
 
 
-def _plain_type(field: models.Field) -> type | None:
+# The plan's mark for a DateTimeField (exactly) with auto_now or auto_now_add: on an INSERT its
+# `pre_save` sets the instance's value to `timezone.now()`; one such value serves every field
+# and row of a statement.
+NOW = object()
+
+
+def _plain_type(field: models.Field) -> type | object | None:
     if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
-        return None  # pre_save sets it
+        return NOW if type(field) is models.DateTimeField else None  # else pre_save sets it
     if isinstance(field, models.ForeignKey) and type(field.target_field) not in _PLAIN:
         return None
     return _PLAIN.get(type(field))
 
 
 @cache
-def _plan(model: type[models.Model], with_pk: bool) -> tuple[tuple[Any, str, type | None], ...]:
+def _plan(model: type[models.Model], with_pk: bool) -> tuple[tuple[Any, str, Any], ...]:
     return tuple((f, f.attname, _plain_type(f)) for f in _fields(model, with_pk))
 
 
@@ -149,26 +158,33 @@ def insert_statement(instances: Sequence[models.Model]) -> Statement:
         raise ValueError("insert_statement() needs at least one instance")
     model = type(instances[0])
     with_pk = instances[0].pk is not None
-    wrapper = connections[DEFAULT_DB_ALIAS]
+    wrapper = None  # looked up when a value needs its field's conversion (a proxy's lookup)
     plain = _plan(model, with_pk)
+    now: datetime | None = None
     params: list[Any] = []
     for obj in instances:
         if type(obj) is not model or (obj.pk is not None) != with_pk:
             raise TypeError("insert takes instances of one model, all with or all without pk")
         values = obj.__dict__
         for field, attname, python_type in plain:
-            value = values.get(attname)
-            if python_type is None or (
-                value is not None
-                and (
-                    type(value) is not python_type
-                    or (isinstance(value, datetime) and value.tzinfo is None)
-                )
-            ):
-                value = field.get_db_prep_save(field.pre_save(obj, True), wrapper)
+            value: Any
+            if python_type is NOW:
+                now = now or timezone.now()
+                values[attname] = value = now
+            else:
+                value = values.get(attname)
+                if python_type is None or (
+                    value is not None
+                    and (
+                        type(value) is not python_type
+                        or (isinstance(value, datetime) and value.tzinfo is None)
+                    )
+                ):
+                    wrapper = wrapper or connections[DEFAULT_DB_ALIAS]
+                    value = field.get_db_prep_save(field.pre_save(obj, True), wrapper)
             params.append(value)
         obj._state.adding = False
-        obj._state.db = wrapper.alias
+        obj._state.db = DEFAULT_DB_ALIAS
     return _insert_sql(model, with_pk, len(instances)), params
 
 
@@ -248,6 +264,19 @@ def load_joined(models_: Sequence[type[models.Model]], found: Iterable[Sequence[
     """Per row of a select of `columns(m1, …), columns(m2, …), …` (one block per model, in
     that order; extra trailing columns ignored), one tuple of instances; an outer-joined block
     whose primary key is NULL gives None."""
+    plan = _load_plan(tuple(models_))
+    return [
+        tuple(
+            None if row[pk_at] is None else model.from_db(DEFAULT_DB_ALIAS, names, row[begin:end])
+            for model, names, begin, end, pk_at in plan
+        )
+        for row in found
+    ]
+
+
+@cache
+def _load_plan(models_: tuple[type[models.Model], ...]) -> tuple[tuple[Any, ...], ...]:
+    """Per model of a joined select: (model, attnames, first column, end column, pk column)."""
     plan = []
     start = 0
     for model in models_:
@@ -256,14 +285,7 @@ def load_joined(models_: Sequence[type[models.Model]], found: Iterable[Sequence[
         pk_at = start + next(i for i, f in enumerate(fields) if f.primary_key)
         plan.append((model, names, start, start + len(names), pk_at))
         start += len(names)
-    alias = connection.alias
-    return [
-        tuple(
-            None if row[pk_at] is None else model.from_db(alias, names, row[begin:end])
-            for model, names, begin, end, pk_at in plan
-        )
-        for row in found
-    ]
+    return tuple(plan)
 
 
 def attach(instance: models.Model, name: str, related: models.Model | None) -> None:
