@@ -113,3 +113,15 @@ def test_the_verbs_are_read_by_index_probes_not_a_scan_of_the_trail():
     assert len(scans) == 2, plan  # the first verb, then the next one after each
     assert all(node["Node Type"] == "Index Only Scan" for node in scans), scans
     assert any("Index Cond" in node for node in scans), scans  # verb > the last one found
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["x" * 10_000, "%ED%A0%80", "%F0%9F%98%80" * 30, "%D9%A1%D9%A2", "' OR 1=1 --"],
+    ids=["long", "lone-surrogate-bytes", "emoji", "arabic-digits", "quote"],
+)
+def test_a_hostile_verb_lists_nothing_and_breaks_nothing(admin_client, value):
+    factories.EventAuditLogFactory(verb="registration.created")
+    response = admin_client.get(f"{AUDIT}?verb={value}")
+    assert response.status_code == 200
+    assert list(response.context["cl"].result_list) == []
