@@ -49,7 +49,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "config.messages.LazyMessageMiddleware",  # Django's, the storage built on first use
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "config.csp.CSPMiddleware",  # django-csp's, with the policy text kept
     # Last: it turns a refused (throttled) admin login into the lockout response.

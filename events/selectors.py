@@ -300,5 +300,5 @@ def _audit_verbs_sql() -> str:
                    LATERAL (SELECT a.verb FROM {table} a WHERE a.verb > found.verb
                              ORDER BY a.verb LIMIT 1) later
         )
-        SELECT verb FROM found
+        SELECT verb FROM found ORDER BY verb
     """  # noqa: S608

@@ -217,8 +217,8 @@ class VerbFilter(admin.SimpleListFilter):
         return [(verb, verb) for verb in selectors.audit_verbs()]
 
     def queryset(self, request, queryset):
-        verb = self.value()
-        return queryset.filter(verb=verb) if verb else queryset
+        verb = self.value()  # None: no filter; "" is a verb like any other, as in Django's
+        return queryset.filter(verb=verb) if verb is not None else queryset
 
 
 @admin.register(EventAuditLog)

@@ -4,10 +4,11 @@
   caller already knows every primary key it needs (the booking draws its registration ids in
   its first round trip, `locks.read_for_booking`). Each value goes through the field's
   `pre_save` (auto_now, auto_now_add) and `get_db_prep_save`, as the ORM's own INSERT does, so
-  a field added to a model is written here too; only the SQL text is cached, per (model, with
-  pk, row count). Shortcuts with the same result: a value psycopg writes as it is (`_PLAIN`)
-  skips the conversion, and a DateTimeField's auto_now / auto_now_add takes one
-  `timezone.now()` per statement (set on the instances, as `pre_save` does).
+  a field added to a model is written here too; the SQL text is cached per (model, with pk,
+  row count), the per-field plan per (model, with pk). Two shortcuts: a value psycopg writes
+  as it is (`_PLAIN`) skips the conversion (same result), and a DateTimeField's auto_now /
+  auto_now_add takes one instant per statement, set on the instances as `pre_save` does
+  (where the ORM takes one per field and row, microseconds apart).
 - `combined(statements)` is one statement running several: every statement but the last
   becomes a data-modifying CTE (`WITH w0 AS (INSERT …), w1 AS (INSERT …) <last>`). PostgreSQL
   runs every part, in one snapshot, and an error in any part (a unique or foreign-key
