@@ -141,6 +141,7 @@ def mint(
                 utm=utm,
                 contact_sources=sources,
                 actor=actor,
+                savepoint=False,  # all or none with the caller's block, as this one
             )
     return minted
 

@@ -22,8 +22,8 @@ tests/probes/test_round_trips.py):
    the atomic block rolls the transaction back (a third round trip, ROLLBACK); the seat
    guard's refusal comes out as `SeatsUnavailable`.
 Inside a caller's transaction the atomic block is a savepoint (SAVEPOINT and RELEASE cost a
-round trip each), BEGIN and COMMIT are the caller's, and the writes take a round trip of their
-own.
+round trip each; `savepoint=False` spares both to callers whose whole block fails with the
+booking), BEGIN and COMMIT are the caller's, and the writes take a round trip of their own.
 """
 
 from __future__ import annotations
@@ -264,6 +264,7 @@ def register(
     recheck: Callable[[Event, Ticket | None], None] | None = None,
     held_seats: int = 0,
     now=None,
+    savepoint: bool = True,
 ) -> list[Registration]:
     """Create one registration per attendee, all or none.
 
@@ -278,6 +279,14 @@ def register(
     runs under that lock, with the locked event and that fresh ticket, before the answers and
     seats are decided: the caller's own gates on what can change meanwhile (the public intake
     re-checks stage, end date and sale window there); it refuses by raising a DomainError.
+
+    `savepoint=False`, inside a caller's transaction: no savepoint of its own (SAVEPOINT and
+    RELEASE are a round trip each). For callers whose whole block fails with the booking (a
+    seam message's effect, events.services.orders.mint): any error, a refusal included,
+    leaves the caller's transaction to be rolled back to its own savepoint or whole (it must
+    not catch it and go on), and a barcode collision cannot be retried in that transaction:
+    it is raised (IntegrityError) for the caller's transaction to be rolled back and its
+    sender to retry. Outside a transaction it changes nothing.
     """
     if (None, state) not in TRANSITIONS:
         raise InvalidTransition(f"A registration cannot be created in state {state!r}.")
@@ -303,15 +312,18 @@ def register(
         "held_seats": held_seats,
         "actor": actor,
         "now": now,
+        "savepoint": savepoint,
     }
     # A barcode collision (unique index) aborts the transaction: the whole verb is retried with
     # fresh barcodes. Retrying here, outside the atomic block, spares every booking the
-    # savepoint an in-transaction retry would need; a collision is never surfaced.
+    # savepoint an in-transaction retry would need; a collision is never surfaced — except
+    # inside a caller's transaction without a savepoint, which only the caller can roll back.
+    retryable = savepoint or not connection.in_atomic_block
     for attempt in range(BARCODE_ATTEMPTS):
         try:
             return _register(event.pk, **request)
         except IntegrityError as exc:
-            if not _barcode_collision(exc) or attempt == BARCODE_ATTEMPTS - 1:
+            if not (retryable and _barcode_collision(exc)) or attempt == BARCODE_ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -337,12 +349,13 @@ def _register(
     held_seats: int,
     actor: Any,
     now,
+    savepoint: bool,
 ) -> list[Registration]:
     # The booking in two round trips, whatever the number of attendees (module docstring):
     # BEGIN with the lock and the reads under it; the writes with COMMIT.
     sent: Any = None
     riders: list[sql_rows.Rider] = []
-    with transaction.atomic():
+    with transaction.atomic(savepoint=savepoint):
         try:
             with pipeline.pipelined(own_transaction=True) as pipe:
                 reads = locks.read_for_booking(

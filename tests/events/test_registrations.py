@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 
 from events import hooks
 from events.errors import DomainError
@@ -348,6 +348,33 @@ def test_a_barcode_collision_is_retried_as_a_whole_transaction(actor, monkeypatc
     handed = _collide_once(monkeypatch, existing.barcode)
 
     rows = registrations.register(event=event, attendees=[{"name": "A"}], actor=actor)
+
+    _assert_collision_retried(event, existing, handed, rows)
+
+
+@pytest.mark.django_db
+def test_without_a_savepoint_a_collision_in_a_callers_transaction_is_raised(actor, monkeypatch):
+    """No savepoint to go back to: only the caller can roll back (and its sender retry)."""
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    existing = factories.RegistrationFactory(event=event)
+    handed = _collide_once(monkeypatch, existing.barcode)
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        registrations.register(event=event, attendees=[{"name": "A"}], actor=actor, savepoint=False)
+    assert handed == [existing.barcode]  # not retried
+    assert Registration.objects.filter(event=event).count() == 1
+    assert seats.audit(event=event) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_a_savepoint_outside_a_transaction_a_collision_is_still_retried(actor, monkeypatch):
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    existing = factories.RegistrationFactory(event=event)
+    handed = _collide_once(monkeypatch, existing.barcode)
+
+    rows = registrations.register(
+        event=event, attendees=[{"name": "A"}], actor=actor, savepoint=False
+    )
 
     _assert_collision_retried(event, existing, handed, rows)
 

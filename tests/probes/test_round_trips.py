@@ -33,6 +33,7 @@ from tests.events import factories
 BOOKING_ROUND_TRIPS = 2  # BEGIN + lock + reads; writes + COMMIT
 REFUSAL_ROUND_TRIPS = 3  # … and the ROLLBACK of the refused statement's transaction
 NESTED_ROUND_TRIPS = 4  # SAVEPOINT; lock + reads; writes; RELEASE SAVEPOINT
+NESTED_NO_SAVEPOINT_ROUND_TRIPS = 2  # lock + reads; writes (register(savepoint=False))
 
 
 class WireCounter:
@@ -224,6 +225,34 @@ def test_inside_a_callers_transaction_the_booking_is_a_savepoint_and_commits_wit
         transaction.set_rollback(True)
     assert event.registrations.count() == 0  # rolled back with the caller's transaction
     assert not Event.objects.filter(name="Written first").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_a_savepoint_a_booking_in_a_callers_transaction_is_two_round_trips(wire):
+    """`savepoint=False` (a seam message's effect): no SAVEPOINT, no RELEASE."""
+    event = factories.EventFactory(seats_limited=True, seats_max=1)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    with transaction.atomic():
+        factories.EventFactory(name="Written first")
+        wire.reset()
+        registrations.register(
+            event=event, attendees=[{"name": "Inside"}], actor="system", savepoint=False
+        )
+        assert wire.count() == NESTED_NO_SAVEPOINT_ROUND_TRIPS
+    assert event.registrations.count() == 1  # committed with the caller's transaction
+    assert Event.objects.filter(name="Written first").exists()
+
+    # A refusal leaves the caller's block to roll back, to its own savepoint here.
+    with transaction.atomic():
+        factories.EventFactory(name="Kept")
+        with pytest.raises(SeatsUnavailable), transaction.atomic():
+            registrations.register(
+                event=event, attendees=[{"name": "Refused"}], actor="system", savepoint=False
+            )
+        assert not connection.needs_rollback  # the savepoint above took the refusal back
+    assert event.registrations.count() == 1
+    assert Event.objects.filter(name="Kept").exists()
 
 
 @pytest.mark.django_db(transaction=True)
