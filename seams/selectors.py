@@ -23,16 +23,18 @@ def _tickets_sql() -> str:
     """  # noqa: S608
 
 
-def tickets_by_id(ids: Iterable[int]) -> dict[int, Ticket]:
-    """Event tickets (not event-type template lines) with their event: one fixed statement
-    (the ids as one array), prepared (rows.fetch)."""
-    wanted = sorted(set(ids))
-    if not wanted:
-        return {}
-    found = rows.load_joined((Ticket, Event), rows.fetch(_tickets_sql(), [wanted]))
-    for ticket, event in found:
+def tickets_statement(ids: Iterable[int]) -> rows.Statement:
+    """The fixed statement (the ids as one array, prepared by psycopg) reading event tickets
+    (not event-type template lines) with their event; `tickets_found` reads its rows."""
+    return _tickets_sql(), [sorted(set(ids))]
+
+
+def tickets_found(found: Iterable[tuple]) -> dict[int, Ticket]:
+    """Ticket id → ticket, its event attached, from the rows of `tickets_statement`."""
+    tickets = rows.load_joined((Ticket, Event), found)
+    for ticket, event in tickets:
         rows.attach(ticket, "event", event)
-    return {ticket.pk: ticket for ticket, _ in found}
+    return {ticket.pk: ticket for ticket, _ in tickets}
 
 
 def slots_by_id(ids: Iterable[int | None]) -> dict[int, Slot]:

@@ -99,7 +99,15 @@ def mint(
     sale_status = SaleStatus.FREE if amount_total == 0 else SaleStatus.SOLD
     # No savepoint: a failure must leave the caller's enclosing block anyway (all or none).
     with transaction.atomic(savepoint=False):
-        live = live_counts(order_ref=order_ref)
+        # The live registrations and the once-per-order questions: one round trip.
+        events = sorted({ln.ticket.event_id for ln in lines if ln.ticket.event_id is not None})
+        live_rows, once_rows = sql_rows.fetch_many(
+            [
+                (_live_counts_sql(), [order_ref, CancelSource.ORDER]),
+                (_once_per_order_sql(), [events]),
+            ]
+        )
+        live: dict[str, int] = dict(live_rows)
         plan: list[tuple[TicketLine, list[dict[str, Any]], list[str]]] = []
         for line in sorted(lines, key=lambda ln: (ln.ticket.event_id, ln.ref)):
             start = live.get(line.ref, 0)
@@ -123,7 +131,9 @@ def mint(
                     sources.append(ContactSource.PARTNER)
             if attendees:
                 plan.append((line, attendees, sources))
-        _spread_once_per_order(lines, [(line, attendees) for line, attendees, _ in plan])
+        _spread_once_per_order(
+            lines, [(line, attendees) for line, attendees, _ in plan], once=dict(once_rows)
+        )
         minted: list[Registration] = []
         for line, attendees, sources in plan:
             event = line.ticket.event
@@ -156,13 +166,15 @@ def _once_per_order_sql() -> str:
 
 
 def _spread_once_per_order(
-    lines: Sequence[TicketLine], plan: Sequence[tuple[TicketLine, list[dict[str, Any]]]]
+    lines: Sequence[TicketLine],
+    plan: Sequence[tuple[TicketLine, list[dict[str, Any]]]],
+    *,
+    once: dict[int, int],
 ) -> None:
     """A once-per-order answer given anywhere in the order (on any line, for an existing or a
     new attendee) applies to every new attendee of the same event. `register` copies within
-    one call; this copies across the calls of one order."""
-    events = sorted({line.ticket.event_id for line in lines if line.ticket.event_id is not None})
-    once = dict(sql_rows.fetch(_once_per_order_sql(), [events]))
+    one call; this copies across the calls of one order. `once`: question id → event id of the
+    events' active once-per-order questions."""
     if not once:
         return
     given: dict[int, Any] = {}  # question id → the first answer given in the order

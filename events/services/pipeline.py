@@ -152,6 +152,43 @@ def first_read(read: Callable[[], T]) -> T:
     return result
 
 
+def first_transaction(work: Callable[[Callable[[], None]], T]) -> T:
+    """Run a request's first transaction, `work`, in place of Django's per-request health
+    check (the `SELECT 1` CONN_HEALTH_CHECKS sends when the request's first atomic block opens
+    on a kept connection). `work` opens the outermost atomic block, sends BEGIN with its first
+    statement (`pipelined(own_transaction=True)`) and calls the function it is given once that
+    first round trip came back. When that round trip finds the kept connection dropped since the
+    last request (a failover, a restart) and health checks are on, the connection is replaced
+    and `work` runs once more: nothing of the first attempt outlived the dead connection. Any
+    other error, and any error after the first round trip, is raised. Inside a transaction (or
+    with autocommit off) `work` just runs."""
+    if connection.in_atomic_block or not connection.autocommit:
+        return work(lambda: None)
+    kept = connection.connection
+    answered = False
+
+    def first_round_answered() -> None:
+        nonlocal answered
+        answered = True
+
+    # Proven usable by the first round trip itself (or replaced below): Django's own check need
+    # not send its SELECT 1 when `work` opens its atomic block.
+    connection.health_check_done = True  # type: ignore[attr-defined]
+    try:
+        return work(first_round_answered)
+    except (OperationalError, InterfaceError):
+        if (
+            answered
+            or kept is None  # a new connection: there was nothing kept to check
+            or not connection.settings_dict["CONN_HEALTH_CHECKS"]
+            or not kept.closed  # the kept connection lives: a real error
+        ):
+            raise
+        if connection.connection is kept:  # not yet replaced by the atomic block's end
+            connection.close()
+        return work(lambda: None)
+
+
 @contextmanager
 def pipelined(*, own_transaction: bool = False) -> Iterator[Pipeline]:
     """Statements executed inside the block are queued; the block's end sends and waits for

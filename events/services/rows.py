@@ -21,7 +21,8 @@
   costing a statement of its own (client work and a server round of parse, bind and execute).
 - `attach(instance, name, related)` caches a joined row as a foreign key's value.
 - `fetch(sql, params)` runs one fixed statement prepared (the transitions' locks, the desk's
-  and the seam's reads) and returns its rows.
+  and the seam's reads) and returns its rows; `fetch_many(statements)` several, answered in
+  one round trip.
 - `columns(model, alias)` is the select list of a model's columns, in field order;
   `load(model, cursor)` turns the rows of such a select into instances (`Model.from_db`) and
   `load_joined(models, rows)` the rows of a select joining several models' columns, and
@@ -246,6 +247,25 @@ def fetch(sql: str, params: Sequence[Any]) -> list[tuple]:
         return []
     finally:
         cursor.close()
+
+
+def fetch_many(statements: Sequence[Statement]) -> list[list[tuple]]:
+    """Every row of each fixed statement (as `fetch`), the statements sent together and
+    answered in one round trip (pipeline.pipelined). They run in order: one after a row lock
+    starts once the lock is granted and sees what was committed until then (READ COMMITTED
+    takes a snapshot per statement). A failing statement fails the call (those after it are
+    skipped); its error is raised, as `fetch` would."""
+    cursors = []
+    try:
+        with pipeline.pipelined():
+            for sql, params in statements:
+                cursor = pipeline.cursor()
+                cursors.append(cursor)
+                cursor.execute(sql, params)
+        return [cursor.fetchall() if cursor.description is not None else [] for cursor in cursors]
+    finally:
+        for cursor in cursors:
+            cursor.close()
 
 
 @cache

@@ -19,6 +19,7 @@ from typing import Any
 from django.db import transaction
 
 from events import hooks
+from events.models import Ticket
 from events.services import orders, registrations, rows
 from seams import selectors
 from seams.errors import UnknownReference
@@ -56,13 +57,14 @@ def apply(*, message: Message, actor: Any) -> Outcome:
             return Outcome(InboxStatus.APPLIED, {"synced": synced})
         order = message.order
         assert order is not None  # parse() gives an order or a partner
-        seam_order = _lock_order(order.ref)
+        minting = message.type != "order.cancelled"
+        seam_order, tickets = _lock_order(order, read_tickets=minting)
         if order.version <= seam_order.version:
             return Outcome(InboxStatus.STALE, {"version": seam_order.version})
-        if message.type == "order.cancelled":
+        if not minting:
             summary = _cancel(order, actor)
         else:
-            summary = _mint(order, actor)
+            summary = _mint(order, tickets, actor)
             if message.type == "order.paid":
                 summary["paid"] = orders.set_paid(order_ref=order.ref, actor=actor)
                 _other_kinds("paid", order, actor)
@@ -72,15 +74,26 @@ def apply(*, message: Message, actor: Any) -> Outcome:
     return Outcome(InboxStatus.APPLIED, summary)
 
 
-def _lock_order(order_ref: str) -> SeamOrder:
-    """The order's version row, created at version 0 if new, locked — in one statement.
+def _lock_order(order: OrderData, *, read_tickets: bool) -> tuple[SeamOrder, dict[int, Ticket]]:
+    """The order's version row, created at version 0 if new, locked — in one statement; with
+    `read_tickets`, the tickets its lines name (with their events) read in the same round trip
+    (rows.fetch_many), after the lock.
 
     `INSERT … ON CONFLICT DO UPDATE` behind the unique order_ref takes the row lock whether it
     inserts or finds the row: two first messages of one order never both create it, and the
     second waits for the first to commit, then reads the version the first wrote.
     """
-    ((pk, version, state),) = rows.fetch(_ORDER_SQL["lock"], [order_ref])
-    return SeamOrder(pk=pk, order_ref=order_ref, version=version, state=state)
+    statements: list[rows.Statement] = [(_ORDER_SQL["lock"], [order.ref])]
+    ticket_ids = [
+        line.ticket_id
+        for line in order.lines
+        if line.kind == "ticket" and line.ticket_id is not None
+    ]
+    if read_tickets and ticket_ids:
+        statements.append(selectors.tickets_statement(ticket_ids))
+    ((pk, version, state),), *found = rows.fetch_many(statements)
+    tickets = selectors.tickets_found(found[0]) if found else {}
+    return SeamOrder(pk=pk, order_ref=order.ref, version=version, state=state), tickets
 
 
 def _save_order(seam_order: SeamOrder) -> None:
@@ -97,12 +110,10 @@ _ORDER_SQL = {
 }
 
 
-def _ticket_lines(order: OrderData) -> list[orders.TicketLine]:
-    """Resolve every ticket line's references, or refuse the whole message."""
+def _ticket_lines(order: OrderData, tickets: dict[int, Ticket]) -> list[orders.TicketLine]:
+    """Resolve every ticket line's references (`tickets`: those the lines name, as read), or
+    refuse the whole message."""
     ticket_lines = [line for line in order.lines if line.kind == "ticket"]
-    tickets = selectors.tickets_by_id(
-        line.ticket_id for line in ticket_lines if line.ticket_id is not None
-    )
     slots = selectors.slots_by_id(line.slot_id for line in ticket_lines)
     resolved = []
     for index, line in enumerate(order.lines):
@@ -155,9 +166,9 @@ def _other_kinds(effect: str, order: OrderData, actor: Any) -> None:
         handler(effect=effect, order=order, lines=_lines_of(order, kind), actor=actor)
 
 
-def _mint(order: OrderData, actor: Any) -> dict[str, Any]:
+def _mint(order: OrderData, tickets: dict[int, Ticket], actor: Any) -> dict[str, Any]:
     _check_kinds(order)
-    lines = _ticket_lines(order)
+    lines = _ticket_lines(order, tickets)
     minted = orders.mint(
         order_ref=order.ref,
         partner=orders.Partner(

@@ -14,7 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from events.errors import Code, DomainError
 from events.models import ActorType
-from events.services import audit, inputs, rows
+from events.services import audit, inputs, pipeline
 from seams.errors import MalformedMessage
 from seams.messages import Message, parse
 from seams.models import InboxStatus, SeamInbox
@@ -80,8 +80,26 @@ def receive(*, headers: Mapping[str, str], body: bytes) -> SeamResult:
 
 
 def record_and_apply(*, message_id: str, document: Any, message: Message) -> SeamResult:
+    """Record the message and apply it, one transaction. As a request's first transaction, its
+    first round trip (BEGIN with the inbox insert) stands in for the connection's health check
+    (pipeline.first_transaction): a connection dropped since the last request is replaced and
+    the message recorded on the new one, where a dead connection met later answers 503."""
+    return pipeline.first_transaction(
+        lambda first_round_answered: _record_and_apply(
+            message_id=message_id,
+            document=document,
+            message=message,
+            first_round_answered=first_round_answered,
+        )
+    )
+
+
+def _record_and_apply(
+    *, message_id: str, document: Any, message: Message, first_round_answered: Callable[[], None]
+) -> SeamResult:
     with transaction.atomic():
         inbox_id = _insert(message_id=message_id, document=document, message=message)
+        first_round_answered()
         if inbox_id is None:
             return SeamResult(InboxStatus.DUPLICATE, 200, {"status": InboxStatus.DUPLICATE})
         return apply_recorded(inbox_id, message, seam_actor(message_id), recorded_as_applied=True)
@@ -113,7 +131,7 @@ def apply_recorded(
     return SeamResult(outcome.status, 200, {"status": outcome.status, **outcome.summary}, inbox_id)
 
 
-# A fixed statement, prepared by psycopg on a connection's second message (rows.fetch). Built
+# A fixed statement, prepared by psycopg on a connection's second message (pipeline.cursor). Built
 # from constants: the table name from model meta; values are parameters.
 _INBOX_INSERT = f"""
     INSERT INTO {SeamInbox._meta.db_table}
@@ -127,18 +145,23 @@ _INBOX_INSERT = f"""
 
 def _insert(*, message_id: str, document: Any, message: Message) -> int | None:
     """The inbox row (status `applied` until decided otherwise in this same transaction), or
-    None when this message id is already there."""
-    found = rows.fetch(
-        _INBOX_INSERT,
-        [
-            SOURCE,
-            message_id,
-            message.type,
-            message.order_ref,
-            json.dumps(document),
-            InboxStatus.APPLIED,
-        ],
-    )
+    None when this message id is already there. The transaction's first statement: BEGIN
+    travels with it (one round trip, pipeline.pipelined), read once the block has ended."""
+    params = [
+        SOURCE,
+        message_id,
+        message.type,
+        message.order_ref,
+        json.dumps(document),
+        InboxStatus.APPLIED,
+    ]
+    with pipeline.pipelined(own_transaction=True):
+        cursor = pipeline.cursor()
+        cursor.execute(_INBOX_INSERT, params)
+    try:
+        found = cursor.fetchall()
+    finally:
+        cursor.close()
     row = found[0] if found else None
     return row[0] if row else None
 

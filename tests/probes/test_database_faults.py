@@ -4,11 +4,11 @@ Backends are terminated with `pg_terminate_backend` from a separate connection, 
 run's own test database (its name is checked to start with `test_`):
 
 - killed inside a request (at a chosen statement: the first one, the registration insert, the
-  audit insert, the inbox insert, …): the JSON APIs — intake, the sale seam, the desk scan and
+  audit insert, the order lock, …): the JSON APIs — intake, the sale seam, the desk scan and
   the catalog read — answer 503 `service_unavailable` with Retry-After, never a 500 or HTML;
   nothing of the request is stored; the retry (same Idempotency-Key, same webhook-id, same
-  barcode) counts once — except the intake's first statement, which tests the kept connection
-  itself, reconnects and registers (as /ics reads) once;
+  barcode) counts once — except the intake's and the seam's first statement, which test the
+  kept connection themselves, reconnect and register (as /ics reads) once;
 - killed between requests, as a failover drops every connection: the next request succeeds
   (CONN_MAX_AGE keeps one connection per thread, CONN_HEALTH_CHECKS tests it before its first
   query); without the health check one request answers 503 and the next succeeds;
@@ -271,7 +271,7 @@ def test_intake_whose_first_statement_meets_a_killed_backend_reconnects_once(lif
 
 
 SEAM_POINTS = {
-    "inbox-insert": r"INSERT INTO seams_seaminbox",
+    "order-lock": r"INSERT INTO seams_seamorder",
     "registration-insert": r'INSERT INTO "events_registration"',
     "audit-insert": r'INSERT INTO "events_eventauditlog"',
 }
@@ -313,6 +313,41 @@ def test_seam_killed_mid_message_answers_503_stores_nothing_and_the_host_retry_a
     rows = list(Registration.objects.filter(sale_order_ref="SO7"))
     assert len(rows) == 2
     assert seats.audit(event=event) == []
+    assert audited(rows)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("health_checks", [True, False], ids=["health-checks", "no-health-checks"])
+def test_seam_whose_first_statement_meets_a_killed_backend(seam_secret, monkeypatch, health_checks):
+    """The backend dies just before the message's first statement (BEGIN with the inbox
+    insert), as when a failover dropped the kept connection between requests: that first round
+    trip stands in for CONN_HEALTH_CHECKS' SELECT 1, so the message is recorded and applied once
+    on a new connection. Without health checks it answers 503 and stores nothing, as before."""
+    monkeypatch.setitem(connection.settings_dict, "CONN_HEALTH_CHECKS", health_checks)
+    ticket = factories.TicketFactory(event=factories.EventFactory(seats_limited=True, seats_max=5))
+    client = Client(raise_request_exception=False)
+    body = json.dumps(order_message(ref="SO8", lines=[ticket_line(ticket, 2, ref="SO8/1")]))
+    signed = (body.encode(), signed_headers(body.encode(), secret=seam_secret, msg_id="msg_8"))
+
+    with backend_killed_before(r"INSERT INTO seams_seaminbox") as fired:
+        first = post_seam(client, *signed)
+    request_finished()
+
+    assert fired  # the first statement met the dead backend
+    if health_checks:
+        assert (first.status_code, first.json()["status"]) == (200, "applied"), first.content
+    else:
+        assert_unavailable(first)
+        assert not SeamInbox.objects.exists()
+        retried = post_seam(client, *signed)
+        assert (retried.status_code, retried.json()["status"]) == (200, "applied")
+    again = post_seam(client, *signed)
+    assert (again.status_code, again.json()["status"]) == (200, "duplicate")
+    inbox = SeamInbox.objects.get()
+    assert (inbox.message_id, inbox.status) == ("msg_8", InboxStatus.APPLIED)
+    rows = list(Registration.objects.filter(sale_order_ref="SO8"))
+    assert len(rows) == 2
+    assert seats.audit(event=ticket.event) == []
     assert audited(rows)
 
 

@@ -300,3 +300,34 @@ def test_the_write_statement_of_an_intake_shaped_booking_is_converted_once(monke
     uncached.clear()
     book("Second")
     assert uncached == []
+
+
+# --- a sale-seam message ------------------------------------------------------------------------
+
+# BEGIN + inbox insert; SAVEPOINT (parking's); order lock + tickets; live counts + once-per-order
+# questions; the booking's lock + reads; its writes; the order's version; RELEASE; COMMIT.
+SEAM_MESSAGE_ROUND_TRIPS = 9
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_seam_order_message_is_nine_round_trips_with_no_health_check(wire):
+    """An order.confirmed message minting two registrations, as the request's first
+    transaction on a kept connection: its first round trip stands in for the health check's
+    SELECT 1 (pipeline.first_transaction), reads travel together, the booking adds no
+    savepoint of its own."""
+    from seams.messages import parse
+    from seams.models import SeamInbox
+    from seams.services.receive import record_and_apply
+    from tests.seams.host import order_message, ticket_line
+
+    ticket = factories.TicketFactory(event=factories.EventFactory(seats_limited=True, seats_max=9))
+    document = order_message(ref="SO-RT", lines=[ticket_line(ticket, 2, ref="SO-RT/1")])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")  # the kept connection of an earlier request
+    connection.health_check_done = False  # a new request: Django would check it first
+    wire.reset()
+    result = record_and_apply(message_id="msg_rt", document=document, message=parse(document))
+    assert result.status == "applied"
+    assert wire.count() == SEAM_MESSAGE_ROUND_TRIPS
+    assert SeamInbox.objects.get().status == "applied"
+    assert ticket.event.registrations.count() == 2
