@@ -232,8 +232,7 @@ def revoke_links(*, registration: Registration, actor: Any) -> Registration:
     with transaction.atomic():
         order_ref = registration.sale_order_ref  # set at creation, never changed
         if not order_ref:
-            locks.lock_event(registration.event_id)
-            reg = locks.lock_registration(registration.pk)
+            _, reg = locks.lock_event_and_registration(registration.event_id, registration.pk)
             before = reg.token_version
             Registration.objects.filter(pk=reg.pk).update(token_version=F("token_version") + 1)
         else:

@@ -154,6 +154,27 @@ def read_for_booking(
     )
 
 
+def lock_event_and_registration(event_id: int, registration_id: int) -> tuple[Event, Registration]:
+    """The Event row, then the registration row (with its ticket, as `lock_registration`),
+    locked until the transaction ends — in that order, in one round trip, which also carries
+    BEGIN when it is the transaction's first statement (rows.fetch_many)."""
+    if connection.get_autocommit():
+        raise TransactionManagementError("A row lock needs a transaction (transaction.atomic).")
+    sql = _lock_sql()
+    event_rows, registration_rows = rows.fetch_many(
+        [(sql["event"], [event_id]), (sql["registration"], [registration_id])],
+        own_transaction=True,
+    )
+    if not event_rows:
+        raise Event.DoesNotExist(f"Event {event_id} does not exist.")
+    if not registration_rows:
+        raise Registration.DoesNotExist(f"Registration {registration_id} does not exist.")
+    ((event,),) = rows.load_joined((Event,), event_rows)
+    ((reg, ticket),) = rows.load_joined((Registration, Ticket), registration_rows)
+    rows.attach(reg, "ticket", ticket)
+    return event, reg
+
+
 def lock_registration(registration_id: int) -> Registration:
     """The registration row, locked until the transaction ends, with its ticket (the seat
     check needs its limit)."""

@@ -513,8 +513,7 @@ def _transition(
     the transition's in the same statement and transaction."""
     now = now or timezone.now()
     with transaction.atomic():
-        event = locks.lock_event(registration.event_id)
-        reg = locks.lock_registration(registration.pk)
+        event, reg = locks.lock_event_and_registration(registration.event_id, registration.pk)
         if recheck is not None:
             recheck(event, reg)
         source = reg.state
@@ -639,8 +638,7 @@ def reset_to_draft(*, registration: Registration, actor: Any) -> Registration:
 
 def _set_active(registration: Registration, active: bool, actor: Any) -> Registration:
     with transaction.atomic():
-        locks.lock_event(registration.event_id)
-        reg = locks.lock_registration(registration.pk)
+        _, reg = locks.lock_event_and_registration(registration.event_id, registration.pk)
         if active and reg.active or not active and not reg.active:
             return reg
         if reg.state not in (S.DRAFT, S.CANCEL):

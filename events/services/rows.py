@@ -249,15 +249,18 @@ def fetch(sql: str, params: Sequence[Any]) -> list[tuple]:
         cursor.close()
 
 
-def fetch_many(statements: Sequence[Statement]) -> list[list[tuple]]:
+def fetch_many(
+    statements: Sequence[Statement], *, own_transaction: bool = False
+) -> list[list[tuple]]:
     """Every row of each fixed statement (as `fetch`), the statements sent together and
-    answered in one round trip (pipeline.pipelined). They run in order: one after a row lock
-    starts once the lock is granted and sees what was committed until then (READ COMMITTED
-    takes a snapshot per statement). A failing statement fails the call (those after it are
-    skipped); its error is raised, as `fetch` would."""
+    answered in one round trip (pipeline.pipelined; `own_transaction`: BEGIN travels with them
+    when they are the first thing of an outermost atomic block). They run in order: one after
+    a row lock starts once the lock is granted and sees what was committed until then (READ
+    COMMITTED takes a snapshot per statement). A failing statement fails the call (those after
+    it are skipped); its error is raised, as `fetch` would."""
     cursors = []
     try:
-        with pipeline.pipelined():
+        with pipeline.pipelined(own_transaction=own_transaction):
             for sql, params in statements:
                 cursor = pipeline.cursor()
                 cursors.append(cursor)

@@ -142,8 +142,7 @@ def cancel_by_attendee(
         event_id = Registration.objects.filter(pk=reg_id).values_list("event_id", flat=True).first()
         if event_id is None:
             raise CapabilityRefused("Invalid link.", reason="unknown_registration")
-        event = locks.lock_event(event_id)
-        reg = locks.lock_registration(reg_id)
+        event, reg = locks.lock_event_and_registration(event_id, reg_id)
         reg.event = event
         _check_link(claim, reg)
         refused = refusal(reg, now=now)

@@ -331,3 +331,25 @@ def test_a_seam_order_message_is_nine_round_trips_with_no_health_check(wire):
     assert wire.count() == SEAM_MESSAGE_ROUND_TRIPS
     assert SeamInbox.objects.get().status == "applied"
     assert ticket.event.registrations.count() == 2
+
+
+# --- a transition -----------------------------------------------------------------------------
+
+# BEGIN + the Event lock + the registration lock; the ledger; the registration; the audit row;
+# the leads hook's request; COMMIT.
+TRANSITION_ROUND_TRIPS = 6
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transition_takes_both_locks_and_begins_in_one_round_trip(wire):
+    """mark_attended as its own transaction (the desk's scan): BEGIN travels with the Event
+    and registration locks (locks.lock_event_and_registration)."""
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    (registration,) = registrations.register(event=event, attendees=[{"name": "A"}], actor="system")
+    wire.reset()
+    with CaptureQueriesContext(connection) as statements:
+        done = registrations.mark_attended(registration=registration, actor="system")
+    assert done.state == "done"
+    assert wire.count() == TRANSITION_ROUND_TRIPS
+    sent = [q["sql"] for q in statements.captured_queries if q["sql"] != "BEGIN"]
+    assert "FOR UPDATE OF e" in sent[0] and "FOR UPDATE OF r" in sent[1]  # Event first
