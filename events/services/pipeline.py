@@ -184,6 +184,7 @@ def first_transaction(work: Callable[[Callable[[], None]], T]) -> T:
             or not kept.closed  # the kept connection lives: a real error
         ):
             raise
+        logger.warning("the kept database connection was dropped; a new one takes the request")
         if connection.connection is kept:  # not yet replaced by the atomic block's end
             connection.close()
         return work(lambda: None)
@@ -231,11 +232,30 @@ def pipelined(*, own_transaction: bool = False) -> Iterator[Pipeline]:
     finally:
         if owned and raw.info.transaction_status == pq.TransactionStatus.IDLE:
             # Committed (or never begun): a statement after the block starts a transaction
-            # of its own again, which the atomic block commits. After a failure the status is
-            # not idle; the atomic block's rollback and autocommit restore see to it.
+            # of its own again, which the atomic block commits.
             raw.autocommit = False
+        elif owned and not raw.closed:
+            # The transaction goes on after the block (its COMMIT was not queued: statements
+            # follow, or a failure is on its way out to the atomic block's rollback).
+            _autocommit_off_in_transaction(raw)
     if failure is not None:
         raise failure
+
+
+def _autocommit_off_in_transaction(raw) -> bool:
+    """psycopg's autocommit flag back to False inside the transaction the block opened, where
+    its setter refuses any change. Left True, Django would open server-side cursors
+    (`.iterator()`) WITH HOLD there (`DatabaseWrapper.create_cursor` reads the flag), which
+    PostgreSQL refuses for `FOR UPDATE` and keeps open past COMMIT otherwise. psycopg keeps the
+    flag in `_autocommit` and reads it to decide whether a statement must send BEGIN first —
+    never with a transaction open — and not at COMMIT or ROLLBACK; the atomic block's end sets
+    it again through the setter, the transaction then over. False, and nothing changed, when
+    that attribute is not there (another psycopg version): tests/events/test_pipeline.py says
+    so."""
+    if not isinstance(getattr(raw, "_autocommit", None), bool):
+        return False
+    raw._autocommit = False
+    return True
 
 
 def _ended_after(failure: Exception, end_error: DatabaseError) -> None:
@@ -260,6 +280,8 @@ def _may_own_transaction(raw) -> bool:
     return (
         connection.in_atomic_block
         and len(connection.atomic_blocks) == 1
+        and connection.commit_on_exit  # not a transaction the caller manages by hand
+        and not connection.savepoint_ids
         and not raw.autocommit
         and raw.info.transaction_status == pq.TransactionStatus.IDLE
     )

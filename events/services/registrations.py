@@ -285,8 +285,9 @@ def register(
     seam message's effect, events.services.orders.mint): any error, a refusal included,
     leaves the caller's transaction to be rolled back to its own savepoint or whole (it must
     not catch it and go on), and a barcode collision cannot be retried in that transaction:
-    it is raised (IntegrityError) for the caller's transaction to be rolled back and its
-    sender to retry. Outside a transaction it changes nothing.
+    it is raised (IntegrityError, `is_barcode_collision`) for the caller to roll its
+    transaction back and run it again (the seam does). Outside a transaction it changes
+    nothing.
     """
     if (None, state) not in TRANSITIONS:
         raise InvalidTransition(f"A registration cannot be created in state {state!r}.")
@@ -323,12 +324,13 @@ def register(
         try:
             return _register(event.pk, **request)
         except IntegrityError as exc:
-            if not (retryable and _barcode_collision(exc)) or attempt == BARCODE_ATTEMPTS - 1:
+            if not (retryable and is_barcode_collision(exc)) or attempt == BARCODE_ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _barcode_collision(exc: IntegrityError) -> bool:
+def is_barcode_collision(exc: IntegrityError) -> bool:
+    """Whether the error is a registration barcode drawn twice (its unique index)."""
     return "barcode" in violated_constraint(exc)
 
 

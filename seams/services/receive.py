@@ -18,12 +18,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from events.errors import Code, DomainError
 from events.models import ActorType
-from events.services import audit, inputs, pipeline
+from events.services import audit, inputs, pipeline, registrations
 from seams.errors import MalformedMessage
 from seams.messages import Message, parse
 from seams.models import InboxStatus, SeamInbox
@@ -83,15 +83,28 @@ def record_and_apply(*, message_id: str, document: Any, message: Message) -> Sea
     """Record the message and apply it, one transaction. As a request's first transaction, its
     first round trip (BEGIN with the inbox insert) stands in for the connection's health check
     (pipeline.first_transaction): a connection dropped since the last request is replaced and
-    the message recorded on the new one, where a dead connection met later answers 503."""
-    return pipeline.first_transaction(
-        lambda first_round_answered: _record_and_apply(
-            message_id=message_id,
-            document=document,
-            message=message,
-            first_round_answered=first_round_answered,
-        )
-    )
+    the message recorded on the new one, where a dead connection met later answers 503. A
+    registration barcode drawn twice (the booking inside runs without a savepoint of its own:
+    `register(savepoint=False)`) rolls the whole transaction back; it is run again, with new
+    barcodes, as `register` retries its own."""
+    for attempt in range(registrations.BARCODE_ATTEMPTS):
+        try:
+            return pipeline.first_transaction(
+                lambda first_round_answered: _record_and_apply(
+                    message_id=message_id,
+                    document=document,
+                    message=message,
+                    first_round_answered=first_round_answered,
+                )
+            )
+        except IntegrityError as exc:
+            if (
+                not registrations.is_barcode_collision(exc)
+                or connection.in_atomic_block  # a caller's transaction: only it can roll back
+                or attempt == registrations.BARCODE_ATTEMPTS - 1
+            ):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _record_and_apply(
@@ -155,13 +168,15 @@ def _insert(*, message_id: str, document: Any, message: Message) -> int | None:
         json.dumps(document),
         InboxStatus.APPLIED,
     ]
-    with pipeline.pipelined(own_transaction=True):
-        cursor = pipeline.cursor()
-        cursor.execute(_INBOX_INSERT, params)
+    cursor = None
     try:
+        with pipeline.pipelined(own_transaction=True):
+            cursor = pipeline.cursor()
+            cursor.execute(_INBOX_INSERT, params)
         found = cursor.fetchall()
     finally:
-        cursor.close()
+        if cursor is not None:
+            cursor.close()
     row = found[0] if found else None
     return row[0] if row else None
 

@@ -23,6 +23,8 @@ def test_a_lock_outside_a_transaction_is_refused_as_the_orm_refuses_it():
         locks.lock_event(reg.event_id)
     with pytest.raises(TransactionManagementError):
         locks.lock_registration(reg.pk)
+    with pytest.raises(TransactionManagementError):
+        locks.lock_event_and_registration(reg.event_id, reg.pk)
     with pytest.raises(TransactionManagementError):  # the control: the ORM's own refusal
         Event.objects.select_for_update().get(pk=reg.event_id)
 
@@ -34,18 +36,29 @@ def test_an_unknown_row_is_does_not_exist():
     with transaction.atomic():
         with pytest.raises(Registration.DoesNotExist):
             locks.lock_registration(2**62)
+    reg = factories.RegistrationFactory()
+    with transaction.atomic():
+        with pytest.raises(Event.DoesNotExist):
+            locks.lock_event_and_registration(2**62, reg.pk)
+    with transaction.atomic():
+        with pytest.raises(Registration.DoesNotExist):
+            locks.lock_event_and_registration(reg.event_id, 2**62)
 
 
+@pytest.mark.parametrize("together", [False, True], ids=["one-by-one", "together"])
 @pytest.mark.parametrize("with_ticket", [True, False])
 def test_the_locked_rows_equal_the_orm_s_and_the_ticket_comes_with_the_registration(
-    with_ticket,
+    with_ticket, together
 ):
     event = factories.EventFactory()
     ticket = factories.TicketFactory(event=event) if with_ticket else None
     reg = factories.RegistrationFactory(event=event, ticket=ticket)
     with transaction.atomic():
-        locked_event = locks.lock_event(event.pk)
-        locked = locks.lock_registration(reg.pk)
+        if together:
+            locked_event, locked = locks.lock_event_and_registration(event.pk, reg.pk)
+        else:
+            locked_event = locks.lock_event(event.pk)
+            locked = locks.lock_registration(reg.pk)
         with CaptureQueriesContext(connection) as ctx:
             read_ticket = locked.ticket
     assert ctx.captured_queries == []  # read with the row: no query on access
@@ -58,11 +71,15 @@ def test_the_locked_rows_equal_the_orm_s_and_the_ticket_comes_with_the_registrat
     assert (read_ticket.pk if read_ticket else None) == (ticket.pk if ticket else None)
 
 
-def test_the_locks_take_row_locks():
+@pytest.mark.parametrize("together", [False, True], ids=["one-by-one", "together"])
+def test_the_locks_take_row_locks(together):
     reg = factories.RegistrationFactory()
     with CaptureQueriesContext(connection) as ctx, transaction.atomic():
-        locks.lock_event(reg.event_id)
-        locks.lock_registration(reg.pk)
+        if together:
+            locks.lock_event_and_registration(reg.event_id, reg.pk)
+        else:
+            locks.lock_event(reg.event_id)
+            locks.lock_registration(reg.pk)
     sql = [q["sql"] for q in ctx.captured_queries if "FOR UPDATE" in q["sql"]]
     assert len(sql) == 2
     assert "FOR UPDATE OF e" in sql[0] and "FOR UPDATE OF r" in sql[1]

@@ -9,6 +9,7 @@ from django.core.management import call_command
 from events.models import CancelSource, ContactSource, Registration, RegistrationAnswer
 from events.services import events as event_services
 from events.services import registrations as reg_services
+from events.services import seats
 from events.services.audit import Actor
 from seams.models import InboxStatus, SeamInbox, SeamOrder
 from seams.services import replay
@@ -359,3 +360,33 @@ def test_heal_leaves_a_staff_draft_as_it_is(host, ticket):
     draft.refresh_from_db()
     assert draft.state == "draft"
     assert regs(ticket=ticket).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_barcode_drawn_twice_reruns_the_message_once_with_new_barcodes(monkeypatch):
+    """The booking runs without a savepoint of its own inside the message's transaction: a
+    barcode collision rolls the whole transaction back, and the message is recorded and applied
+    again with new barcodes (as register retries its own)."""
+    import secrets
+
+    from seams.messages import parse
+    from seams.services.receive import record_and_apply
+
+    ticket = ev.TicketFactory(event=ev.EventFactory(seats_limited=True, seats_max=5))
+    existing = ev.RegistrationFactory(event=ticket.event)
+    handed: list[str] = []
+
+    def barcode() -> str:
+        handed.append(existing.barcode if not handed else str(secrets.randbits(64)))
+        return handed[-1]
+
+    monkeypatch.setattr(reg_services, "new_barcode", barcode)
+    document = order_message(ref="SO-BC", lines=[ticket_line(ticket, 2, ref="SO-BC/1")])
+    result = record_and_apply(message_id="msg_bc", document=document, message=parse(document))
+
+    assert result.status == "applied"
+    assert handed[0] == existing.barcode and len(handed) == 4  # two drawn twice
+    rows = Registration.objects.filter(sale_order_ref="SO-BC")
+    assert sorted(r.barcode for r in rows) == sorted(handed[2:])
+    assert SeamInbox.objects.filter(message_id="msg_bc").count() == 1
+    assert seats.audit(event=ticket.event) == []  # the first attempt's seats rolled back

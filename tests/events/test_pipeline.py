@@ -1,0 +1,86 @@
+"""events.services.pipeline: a transaction the pipeline opened (BEGIN travelling with the first
+statements) and that goes on after the block behaves as any Django transaction; the first
+transaction of a request re-runs only when its first round trip met a dropped connection."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from django.db import OperationalError, connection, transaction
+from psycopg import pq
+
+from events.models import Registration
+from events.services import locks, pipeline, registrations
+from tests.events import factories
+from tests.helpers import database_url
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transaction_the_block_opened_goes_on_with_autocommit_off():
+    event = factories.EventFactory()
+    regs = registrations.register(
+        event=event, attendees=[{"name": f"A{i}"} for i in range(5)], actor="system"
+    )
+    with transaction.atomic():
+        _, reg = locks.lock_event_and_registration(event.pk, regs[0].pk)
+        raw = connection.connection
+        assert raw.info.transaction_status == pq.TransactionStatus.INTRANS
+        assert raw.autocommit is False  # psycopg's flag, not only Django's
+        # A server-side cursor inside it: not WITH HOLD (PostgreSQL refuses that for FOR
+        # UPDATE, and would keep it open past COMMIT).
+        locked = list(
+            Registration.objects.select_for_update().filter(event=event).iterator(chunk_size=2)
+        )
+        assert len(locked) == 5
+    assert raw.autocommit is True  # the atomic block's end restored it, the transaction over
+    assert raw.info.transaction_status == pq.TransactionStatus.IDLE
+
+
+@pytest.mark.django_db
+def test_psycopg_still_keeps_the_flag_where_the_pipeline_resets_it():
+    """A psycopg upgrade that moves it fails here (the reset would then change nothing)."""
+    with psycopg.connect(database_url(), autocommit=True) as raw:
+        raw.execute("BEGIN")
+        assert pipeline._autocommit_off_in_transaction(raw) is True
+        assert raw.autocommit is False
+        raw.execute("ROLLBACK")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transaction_managed_by_hand_is_never_committed_by_a_booking():
+    """Autocommit off: the booking's atomic block (no savepoint) is the outermost one, but
+    Django does not commit on its exit, so the booking's pipeline must not queue a COMMIT of
+    its own."""
+    event = factories.EventFactory()
+    transaction.set_autocommit(False)
+    try:
+        registrations.register(
+            event=event, attendees=[{"name": "Kept?"}], actor="system", savepoint=False
+        )
+        with psycopg.connect(database_url()) as other:
+            (seen,) = other.execute(
+                "SELECT count(*) FROM events_registration WHERE event_id = %s", [event.pk]
+            ).fetchone()
+        assert seen == 0  # not committed
+        transaction.rollback()
+    finally:
+        transaction.set_autocommit(True)
+    assert not Registration.objects.filter(event=event).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_first_transaction_is_not_run_again_after_an_error_on_a_live_connection():
+    connection.ensure_connection()  # a kept connection, as a request finds it
+    runs: list[int] = []
+
+    def work(first_round_answered):
+        runs.append(1)
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SET LOCAL statement_timeout = '10ms'")
+            cursor.execute("SELECT pg_sleep(1)")  # canceled: OperationalError, connection fine
+        first_round_answered()
+
+    with pytest.raises(OperationalError):
+        pipeline.first_transaction(work)
+    assert runs == [1]
+    assert connection.is_usable()
