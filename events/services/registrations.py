@@ -531,12 +531,7 @@ def _transition(
         if not reg.active and (source, to) in ((S.DRAFT, S.OPEN),):
             raise InvalidTransition("An archived registration cannot be confirmed.", state=source)
 
-        if reg.active:
-            hold = _ledger_delta(source, to, reg)
-            if to == S.OPEN and source == S.DRAFT:
-                seats.reserve(event=event, slot_id=reg.slot_id, ticket=reg.ticket, count=1)
-            elif hold is not None:
-                seats.apply(event=event, holds=[hold])
+        hold = _ledger_delta(source, to, reg) if reg.active else None
         reg.state = to
         # Who cancelled (staff / order) decides the seam's mint count; leaving `cancel` clears it.
         reg.cancel_source = cancel_source if to == S.CANCEL else ""
@@ -544,18 +539,35 @@ def _transition(
             reg.confirmed_at = now
         if to == S.DONE and reg.date_closed is None:
             reg.date_closed = now
-        _save_transition(reg)
-        audit.record_many(
-            [
-                audit.entry(
-                    actor=actor,
-                    verb=AUDIT_VERBS[verb],
-                    registration=reg,
-                    data={"state": [source, to]},
-                ),
-                *audit_also,
-            ]
-        )
+        audit_rows = [
+            audit.entry(
+                actor=actor, verb=AUDIT_VERBS[verb], registration=reg, data={"state": [source, to]}
+            ),
+            *audit_also,
+        ]
+        # The seats, the row and the audit rows: one round trip. A reserve's limit check fails
+        # its statement; the refusal surfaces at the block's end (seats.refusals).
+        ledger: Any = None
+        cursors: list[Any] = []
+        try:
+            with seats.refusals(reg.slot_id, reg.ticket), pipeline.pipelined():
+                if reg.active and to == S.OPEN and source == S.DRAFT:
+                    ledger = seats.send_reserve(
+                        event=event, slot_id=reg.slot_id, ticket=reg.ticket, count=1
+                    )
+                elif hold is not None:
+                    ledger = seats.send_apply(event=event, holds=[hold])
+                cursors.append(_send_transition(reg))
+                cursors.append(audit.send_many(audit_rows))
+            if isinstance(ledger, seats.Reservation):
+                ledger.check()  # the counters it produced (the check itself ran in the statement)
+            elif ledger is not None:
+                ledger.result()  # the rows it changed (a missing ledger row raises)
+            if not cursors[0].fetchall():
+                raise RuntimeError(f"registration {reg.pk} was not updated")
+        finally:
+            for cursor in cursors:
+                cursor.close()
         if to == S.OPEN and source == S.DRAFT:
             scheduler.registrations_opened(event=event, registrations=[reg], now=now)
         if reg.active and source in (S.OPEN, S.DONE) and to in (S.CANCEL, S.DRAFT):
@@ -576,15 +588,15 @@ def _transition_sql() -> str:
     """  # noqa: S608
 
 
-def _save_transition(reg: Registration) -> None:
-    """Write what a transition may change (state, cancel_source, confirmed_at, date_closed and
+def _send_transition(reg: Registration):
+    """Send what a transition may change (state, cancel_source, confirmed_at, date_closed and
     updated_at), all five whatever changed: one fixed statement, prepared by psycopg, where
     `save(update_fields=…)` compiled an UPDATE per combination on every call. The row is
-    locked, so writing back an unchanged column's value loses nothing."""
+    locked, so writing back an unchanged column's value loses nothing. Returns its cursor,
+    open: it answers the row's id (none: not updated)."""
     reg.updated_at = timezone.now()
     values = [reg.state, reg.cancel_source, reg.confirmed_at, reg.date_closed, reg.updated_at]
-    if not sql_rows.fetch(_transition_sql(), [*values, reg.pk]):
-        raise RuntimeError(f"registration {reg.pk} was not updated")
+    return sql_rows.send([(_transition_sql(), [*values, reg.pk])])
 
 
 def _ledger_delta(source: str, to: str, reg: Registration) -> seats.Hold | None:

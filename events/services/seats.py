@@ -435,7 +435,13 @@ def apply(*, event: Event, holds: Iterable[Hold]) -> dict[Key, tuple[int, int, i
     ascending key order, so two transactions never wait on each other's ledger rows in opposite
     orders.
     """
-    return _send_apply(event, holds).result()
+    return send_apply(event=event, holds=holds).result()
+
+
+def send_apply(*, event: Event, holds: Iterable[Hold]) -> _Applied:
+    """Send `apply`'s statement; `result()` reads what it returned (in pipeline mode, after the
+    pipeline's sync)."""
+    return _send_apply(event, holds)
 
 
 @dataclass

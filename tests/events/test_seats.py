@@ -224,6 +224,29 @@ def test_confirm_checks_seats(actor):
     assert snapshot(event) == before
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_refused_confirm_as_its_own_transaction_writes_and_logs_nothing(actor, caplog):
+    """The transition's writes travel in one round trip: the seat guard's refusal fails the
+    first of them, the server skips the others, and the refusal comes out as sold_out."""
+    event = factories.EventFactory(seats_limited=True, seats_max=1)
+    factories.RegistrationFactory(event=event)
+    draft = factories.RegistrationFactory(event=event, state=S.DRAFT)
+    before = snapshot(event)
+
+    with caplog.at_level("WARNING"), pytest.raises(DomainError) as caught:
+        registrations.confirm(registration=draft, actor=actor)
+
+    assert caught.value.code == "sold_out"
+    assert snapshot(event) == before
+    assert [r for r in caplog.records if r.levelno >= 30] == []
+    assert not connection.in_atomic_block and connection.connection.autocommit is True
+    registrations.cancel(
+        registration=Registration.objects.exclude(pk=draft.pk).get(event=event), actor=actor
+    )
+    assert registrations.confirm(registration=draft, actor=actor).state == S.OPEN  # then it can
+    assert seats.audit(event=event) == []
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     ("shape", "code"),

@@ -335,9 +335,9 @@ def test_a_seam_order_message_is_nine_round_trips_with_no_health_check(wire):
 
 # --- a transition -----------------------------------------------------------------------------
 
-# BEGIN + the Event lock + the registration lock; the ledger; the registration; the audit row;
+# BEGIN + the Event lock + the registration lock; the ledger, the registration and the audit row;
 # the leads hook's request; COMMIT.
-TRANSITION_ROUND_TRIPS = 6
+TRANSITION_ROUND_TRIPS = 4
 
 
 @pytest.mark.django_db(transaction=True)
