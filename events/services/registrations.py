@@ -557,13 +557,15 @@ def _transition(
                     )
                 elif hold is not None:
                     ledger = seats.send_apply(event=event, holds=[hold])
+                if ledger is not None and ledger.cursor is not None:
+                    cursors.append(ledger.cursor)  # closed by check() / result(), or below
                 cursors.append(_send_transition(reg))
                 cursors.append(audit.send_many(audit_rows))
             if isinstance(ledger, seats.Reservation):
                 ledger.check()  # the counters it produced (the check itself ran in the statement)
             elif ledger is not None:
                 ledger.result()  # the rows it changed (a missing ledger row raises)
-            if not cursors[0].fetchall():
+            if not cursors[-2].fetchall():  # the UPDATE's answer: the row's id
                 raise RuntimeError(f"registration {reg.pk} was not updated")
         finally:
             for cursor in cursors:

@@ -228,7 +228,11 @@ def send(statements: Sequence[Statement], riders: Sequence[Rider] = ()):
     mode the caller keeps it until the pipeline's sync, then reads (or just closes) it; with
     riders, its answer row ends with their counts (`read_riders`)."""
     cursor = pipeline.cursor()
-    cursor.execute(*combined(statements, riders))
+    try:
+        cursor.execute(*combined(statements, riders))
+    except BaseException:
+        cursor.close()  # an earlier statement's error can reach the client at this execute
+        raise
     return cursor
 
 

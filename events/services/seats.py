@@ -356,6 +356,11 @@ class Reservation:
     def check(self) -> dict[Key, tuple[int, int, int]]:
         return self._pending.result()
 
+    @property
+    def cursor(self) -> Any:
+        """The statement's cursor (None: nothing was sent), which `check()` reads and closes."""
+        return self._pending.cursor
+
     def refusal(self, exc: DatabaseError) -> Exception | None:
         """The error to raise for `exc` when it is the guard's refusal of this reservation
         (`SeatsUnavailable`), else None."""

@@ -484,3 +484,19 @@ def test_a_booking_that_owns_its_transaction_commits_nothing_when_the_ledger_mis
         registrations.register(event=event, attendees=[{"name": "Held"}], held_seats=1, actor=actor)
     assert not Registration.objects.filter(event=event).exists()
     assert not SeatLedger.objects.filter(event=event).exists()
+
+
+@pytest.mark.django_db
+def test_a_transition_whose_ledger_rows_are_missing_fails_whole(actor):
+    """An error met after the UPDATE and the audit row were sent with the ledger change (the
+    ledger's rows deleted by hand): the transition raises and nothing of it stays."""
+    event = factories.EventFactory(seats_limited=True, seats_max=3)
+    (reg,) = registrations.register(event=event, attendees=[{"name": "A"}], actor=actor)
+    SeatLedger.objects.filter(event=event).delete()
+    before = snapshot(event)
+
+    with pytest.raises(RuntimeError, match="missing rows"):
+        registrations.mark_attended(registration=reg, actor=actor)
+
+    assert snapshot(event) == before
+    assert Registration.objects.get(pk=reg.pk).state == S.OPEN
