@@ -42,11 +42,15 @@ def _lock_sql() -> dict[str, str]:
     }  # S608: built from constants (table and column names from model meta); values are params
 
 
-def _locked(name: str, key: int, models: tuple) -> tuple:
+def _require_transaction() -> None:
     if connection.get_autocommit():
         # What the ORM's select_for_update refuses too: outside a transaction the lock would
         # end with the statement.
         raise TransactionManagementError("A row lock needs a transaction (transaction.atomic).")
+
+
+def _locked(name: str, key: int, models: tuple) -> tuple:
+    _require_transaction()
     found = rows.load_joined(models, rows.fetch(_lock_sql()[name], [key]))
     if not found:
         model = models[0]
@@ -158,8 +162,7 @@ def lock_event_and_registration(event_id: int, registration_id: int) -> tuple[Ev
     """The Event row, then the registration row (with its ticket, as `lock_registration`),
     locked until the transaction ends — in that order, in one round trip, which also carries
     BEGIN when it is the transaction's first statement (rows.fetch_many)."""
-    if connection.get_autocommit():
-        raise TransactionManagementError("A row lock needs a transaction (transaction.atomic).")
+    _require_transaction()
     sql = _lock_sql()
     event_rows, registration_rows = rows.fetch_many(
         [(sql["event"], [event_id]), (sql["registration"], [registration_id])],

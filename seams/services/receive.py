@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from events.errors import Code, DomainError
 from events.models import ActorType
-from events.services import audit, inputs, pipeline, registrations
+from events.services import audit, inputs, pipeline, registrations, rows
 from seams.errors import MalformedMessage
 from seams.messages import Message, parse
 from seams.models import InboxStatus, SeamInbox
@@ -144,7 +144,7 @@ def apply_recorded(
     return SeamResult(outcome.status, 200, {"status": outcome.status, **outcome.summary}, inbox_id)
 
 
-# A fixed statement, prepared by psycopg on a connection's second message (pipeline.cursor). Built
+# A fixed statement, prepared by psycopg on a connection's second message (rows.fetch_many). Built
 # from constants: the table name from model meta; values are parameters.
 _INBOX_INSERT = f"""
     INSERT INTO {SeamInbox._meta.db_table}
@@ -159,7 +159,7 @@ _INBOX_INSERT = f"""
 def _insert(*, message_id: str, document: Any, message: Message) -> int | None:
     """The inbox row (status `applied` until decided otherwise in this same transaction), or
     None when this message id is already there. The transaction's first statement: BEGIN
-    travels with it (one round trip, pipeline.pipelined), read once the block has ended."""
+    travels with it (one round trip, rows.fetch_many)."""
     params = [
         SOURCE,
         message_id,
@@ -168,15 +168,7 @@ def _insert(*, message_id: str, document: Any, message: Message) -> int | None:
         json.dumps(document),
         InboxStatus.APPLIED,
     ]
-    cursor = None
-    try:
-        with pipeline.pipelined(own_transaction=True):
-            cursor = pipeline.cursor()
-            cursor.execute(_INBOX_INSERT, params)
-        found = cursor.fetchall()
-    finally:
-        if cursor is not None:
-            cursor.close()
+    (found,) = rows.fetch_many([(_INBOX_INSERT, params)], own_transaction=True)
     row = found[0] if found else None
     return row[0] if row else None
 
