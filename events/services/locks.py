@@ -126,7 +126,9 @@ def read_for_booking(
     The lock comes first; every other read is a later statement, so a ticket, question or
     scheduler committed while this booking waited for the lock is seen (their verbs take the
     same lock). Seat counters are not read here: the booking decides on the values its own
-    increment returns (seats.Reservation)."""
+    increment returns (seats.Reservation). The registration ids are drawn here too, under the
+    lock: per event they then grow in commit order, which the scheduler's cursor walks rely on
+    (passes._walk, Mail.last_registration_id)."""
     sql = _booking_sql()
     lock, after_lock = pipeline.cursor(), pipeline.cursor()
     fresh = pipeline.cursor() if ticket_id is not None else None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from django.db import IntegrityError, connection, transaction
 
@@ -438,3 +441,62 @@ def test_a_booking_marked_for_rollback_inside_commits_nothing(actor):
     assert seats.audit(event=event) == []
     assert ran == []
     assert len(registrations.register(event=event, attendees=[{"name": "B"}], actor=actor)) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_booking_draws_its_ids_once_it_holds_the_event_lock(actor):
+    """Per event, registration ids grow in commit order, because a booking draws them under the
+    Event lock and commits before releasing it. The scheduler's walks rely on it: they keep a
+    cursor on registration ids (Mail.last_registration_id, passes._walk) and never look below
+    it again. So a booking that waited for the lock must get an id above one drawn elsewhere
+    while it waited; ids drawn before the lock (a per-process pool, say) would fail this."""
+    event, elsewhere = factories.EventFactory(), factories.EventFactory()
+    locked, release = threading.Event(), threading.Event()
+    late: list[int] = []
+    errors: list[BaseException] = []
+
+    def holder() -> None:
+        try:
+            with transaction.atomic():
+                locks.lock_event(event.pk)
+                locked.set()
+                release.wait(30)
+        except BaseException as exc:  # noqa: BLE001 - asserted below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    def booker() -> None:
+        try:
+            (row,) = registrations.register(event=event, attendees=[{"name": "Late"}], actor=actor)
+            late.append(row.pk)
+        except BaseException as exc:  # noqa: BLE001 - asserted below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=holder)]
+    threads[0].start()
+    assert locked.wait(30)
+    threads.append(threading.Thread(target=booker))
+    threads[1].start()
+    try:
+        deadline = time.monotonic() + 30
+        while not _a_backend_waits_for_a_lock():
+            assert time.monotonic() < deadline, "the booking never waited for the Event lock"
+            time.sleep(0.01)
+        (meanwhile,) = registrations.register(
+            event=elsewhere, attendees=[{"name": "Meanwhile"}], actor=actor
+        )
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(30)
+    assert errors == [] and len(late) == 1
+    assert late[0] > meanwhile.pk
+
+
+def _a_backend_waits_for_a_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted)")
+        return cursor.fetchone()[0]
