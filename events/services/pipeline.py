@@ -80,14 +80,15 @@ T = TypeVar("T")
 
 
 class Pipeline:
-    def __init__(self, pipeline, owns_transaction: bool) -> None:
+    def __init__(self, pipeline, owns_transaction: bool, wrapper) -> None:
         self._pipeline = pipeline
+        self._wrapper = wrapper
         self.owns_transaction = owns_transaction
         self.commit_at_end = False
 
     def sync(self) -> None:
         """Send what is queued and wait for every answer (one round trip)."""
-        with connection.wrap_database_errors:
+        with self._wrapper.wrap_database_errors:
             self._pipeline.sync()
 
     def commit(self) -> None:
@@ -195,15 +196,19 @@ def pipelined(*, own_transaction: bool = False) -> Iterator[Pipeline]:
     """Statements executed inside the block are queued; the block's end sends and waits for
     whatever is still queued (one round trip).
 
-    `own_transaction`: when the block runs first thing in an outermost `transaction.atomic()`
-    (nothing sent in it yet), it opens the transaction itself — BEGIN is queued with the
-    block's first statements instead of costing a round trip of its own — and may queue the
-    COMMIT (`Pipeline.commit`). Anywhere else (a savepoint, a transaction already under way)
-    it changes nothing and the atomic block commits as usual."""
-    connection.ensure_connection()
-    raw = connection.connection
-    owned = own_transaction and _may_own_transaction(raw)
-    if owned:
+    `own_transaction`: the block belongs to the transaction of an outermost
+    `transaction.atomic()` (not a savepoint, not a transaction managed by hand). Run first
+    thing in that block (nothing sent in it yet), it opens the transaction itself — BEGIN is
+    queued with the block's first statements instead of costing a round trip of its own; run
+    later in it (the transaction under way, begun by an earlier block or statement of that
+    atomic block), it opens nothing. Either way it may queue the COMMIT (`Pipeline.commit`).
+    Anywhere else (a savepoint) it changes nothing and the atomic block commits as usual."""
+    wrapper = connections[DEFAULT_DB_ALIAS]  # the proxy `connection` resolves on every access
+    wrapper.ensure_connection()
+    raw = wrapper.connection
+    owned = own_transaction and _may_own_transaction(wrapper, raw)
+    begin = owned and raw.info.transaction_status == pq.TransactionStatus.IDLE
+    if begin:
         # psycopg would send BEGIN with a sync of its own; in autocommit it sends none, and the
         # BEGIN queued below opens the transaction. Django's atomic block still ends it: its
         # commit (or rollback) is a no-op once the queued COMMIT ran, and it restores
@@ -212,14 +217,14 @@ def pipelined(*, own_transaction: bool = False) -> Iterator[Pipeline]:
     failure: Exception | None = None
     try:
         try:
-            with connection.wrap_database_errors, raw.pipeline() as pipeline:
-                if owned:
+            with wrapper.wrap_database_errors, raw.pipeline() as pipeline:
+                if begin:
                     raw.execute(b"BEGIN", prepare=False)
-                pipe = Pipeline(pipeline, owned)
+                pipe = Pipeline(pipeline, owned, wrapper)
                 try:
-                    with connection.wrap_database_errors:
+                    with wrapper.wrap_database_errors:
                         yield pipe
-                        if pipe.commit_at_end and not connection.needs_rollback:
+                        if pipe.commit_at_end and not wrapper.needs_rollback:
                             raw.execute(b"COMMIT", prepare=False)
                 except Exception as exc:
                     # Leave psycopg's pipeline block normally (its end sends what is queued, as
@@ -234,7 +239,7 @@ def pipelined(*, own_transaction: bool = False) -> Iterator[Pipeline]:
             # Committed (or never begun): a statement after the block starts a transaction
             # of its own again, which the atomic block commits.
             raw.autocommit = False
-        elif owned and not raw.closed:
+        elif begin and not raw.closed:
             # The transaction goes on after the block (its COMMIT was not queued: statements
             # follow, or a failure is on its way out to the atomic block's rollback).
             _autocommit_off_in_transaction(raw)
@@ -276,12 +281,17 @@ def _ended_after(failure: Exception, end_error: DatabaseError) -> None:
     )
 
 
-def _may_own_transaction(raw) -> bool:
+def _may_own_transaction(wrapper, raw) -> bool:
+    """Whether the transaction is, or is to be, the outermost atomic block's own: not begun
+    yet (IDLE), or under way since that block began (INTRANS; an aborted one is not)."""
     return (
-        connection.in_atomic_block
-        and len(connection.atomic_blocks) == 1
-        and connection.commit_on_exit  # not a transaction the caller manages by hand
-        and not connection.savepoint_ids
+        wrapper.in_atomic_block
+        and len(wrapper.atomic_blocks) == 1
+        and wrapper.commit_on_exit  # not a transaction the caller manages by hand
+        and not wrapper.savepoint_ids
         and not raw.autocommit
-        and raw.info.transaction_status == pq.TransactionStatus.IDLE
+        and raw.info.transaction_status in _OWNABLE
     )
+
+
+_OWNABLE = (pq.TransactionStatus.IDLE, pq.TransactionStatus.INTRANS)

@@ -29,7 +29,8 @@ booking), BEGIN and COMMIT are the caller's, and the writes take a round trip of
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
@@ -545,36 +546,47 @@ def _transition(
             ),
             *audit_also,
         ]
-        # The seats, the row and the audit rows: one round trip. A reserve's limit check fails
-        # its statement; the refusal surfaces at the block's end (seats.refusals).
+        freeing = reg.active and source in (S.OPEN, S.DONE) and to in (S.CANCEL, S.DRAFT)
+        if freeing:
+            waitlist.seats_freed(event)  # a seat is free: nudge the waiting list after commit
+        opening = to == S.OPEN and source == S.DRAFT  # the after_sub rows follow the writes
+        # The overlays' hooks that only write ride in the row's statement (events.hooks).
+        riders, other_hooks = hooks.ride(hooks.registrations_changed, [reg], actor)
+        # The seats, the row with the audit rows and the riders, then COMMIT: one round trip.
+        # Each statement checks itself (a reserve's limits, a ledger or registration row not
+        # there), so a failure skips the COMMIT queued behind it; a refusal surfaces at the
+        # block's end (seats.refusals). The COMMIT is only queued when the transaction is the
+        # transition's own and nothing follows the writes (`Pipeline.commit`).
         ledger: Any = None
         cursors: list[Any] = []
         try:
-            with seats.refusals(reg.slot_id, reg.ticket), pipeline.pipelined():
-                if reg.active and to == S.OPEN and source == S.DRAFT:
+            with (
+                seats.refusals(reg.slot_id, reg.ticket),
+                _row_guard(reg),
+                pipeline.pipelined(own_transaction=True) as pipe,
+            ):
+                if reg.active and opening:
                     ledger = seats.send_reserve(
                         event=event, slot_id=reg.slot_id, ticket=reg.ticket, count=1
                     )
                 elif hold is not None:
-                    ledger = seats.send_apply(event=event, holds=[hold])
+                    ledger = seats.send_apply(event=event, holds=[hold], guarded=True)
                 if ledger is not None and ledger.cursor is not None:
                     cursors.append(ledger.cursor)  # closed by check() / result(), or below
-                cursors.append(_send_transition(reg))
-                cursors.append(audit.send_many(audit_rows))
+                cursors.append(_send_transition(reg, audit_rows, riders))
+                if not opening and not other_hooks:
+                    pipe.commit()
             if isinstance(ledger, seats.Reservation):
                 ledger.check()  # the counters it produced (the check itself ran in the statement)
             elif ledger is not None:
-                ledger.result()  # the rows it changed (a missing ledger row raises)
-            if not cursors[-2].fetchall():  # the UPDATE's answer: the row's id
-                raise RuntimeError(f"registration {reg.pk} was not updated")
+                ledger.result()  # the rows it changed (the statement checked them itself)
+            sql_rows.read_riders(cursors[-1].fetchone(), riders)
         finally:
             for cursor in cursors:
                 cursor.close()
-        if to == S.OPEN and source == S.DRAFT:
+        if opening:
             scheduler.registrations_opened(event=event, registrations=[reg], now=now)
-        if reg.active and source in (S.OPEN, S.DONE) and to in (S.CANCEL, S.DRAFT):
-            waitlist.seats_freed(event)  # a seat is free: nudge the waiting list after commit
-        hooks.run(hooks.registrations_changed, [reg], actor)
+        hooks.run(other_hooks, [reg], actor)
     return reg
 
 
@@ -590,15 +602,44 @@ def _transition_sql() -> str:
     """  # noqa: S608
 
 
-def _send_transition(reg: Registration):
+# The transition's row statement ends with this check: the UPDATE (the CTE w0, rows.combined)
+# changed exactly the one row (it is locked: anything else is a defect, refused before COMMIT).
+_TRANSITION_CHECK = "SELECT events_rows_guard((SELECT count(*) FROM w0), 1, 'registration')"
+
+
+def _send_transition(
+    reg: Registration, audit_rows: Sequence[EventAuditLog], riders: Sequence[sql_rows.Rider]
+):
     """Send what a transition may change (state, cancel_source, confirmed_at, date_closed and
-    updated_at), all five whatever changed: one fixed statement, prepared by psycopg, where
-    `save(update_fields=…)` compiled an UPDATE per combination on every call. The row is
-    locked, so writing back an unchanged column's value loses nothing. Returns its cursor,
-    open: it answers the row's id (none: not updated)."""
+    updated_at), all five whatever changed, with its audit rows and the riding hooks' CTEs, as
+    one statement: fixed, prepared by psycopg, where `save(update_fields=…)` compiled an UPDATE
+    per combination on every call. The row is locked, so writing back an unchanged column's
+    value loses nothing. The statement checks that it updated the row
+    (`events_rows_guard`, migration events/0012_rows_guard). Returns its cursor, open: it
+    answers one row, the check's 0 and the riders' counts (rows.read_riders)."""
     reg.updated_at = timezone.now()
     values = [reg.state, reg.cancel_source, reg.confirmed_at, reg.date_closed, reg.updated_at]
-    return sql_rows.send([(_transition_sql(), [*values, reg.pk])])
+    return sql_rows.send(
+        [
+            (_transition_sql(), [*values, reg.pk]),
+            sql_rows.insert_statement(list(audit_rows)),
+            (_TRANSITION_CHECK + sql_rows.rider_columns(riders), []),
+        ],
+        riders,
+    )
+
+
+@contextmanager
+def _row_guard(reg: Registration) -> Iterator[None]:
+    """Inside: the row check of `_send_transition` failing comes out as RuntimeError."""
+    try:
+        yield
+    except DatabaseError as exc:
+        diag = getattr(exc.__cause__, "diag", None)
+        if diag is None or diag.message_primary != "events_rows_missing":
+            raise
+        detail = diag.message_detail
+        raise RuntimeError(f"registration {reg.pk} was not updated ({detail})") from exc
 
 
 def _ledger_delta(source: str, to: str, reg: Registration) -> seats.Hold | None:

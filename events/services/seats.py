@@ -443,10 +443,13 @@ def apply(*, event: Event, holds: Iterable[Hold]) -> dict[Key, tuple[int, int, i
     return send_apply(event=event, holds=holds).result()
 
 
-def send_apply(*, event: Event, holds: Iterable[Hold]) -> _Applied:
+def send_apply(*, event: Event, holds: Iterable[Hold], guarded: bool = False) -> _Applied:
     """Send `apply`'s statement; `result()` reads what it returned (in pipeline mode, after the
-    pipeline's sync)."""
-    return _send_apply(event, holds)
+    pipeline's sync). `guarded`: the statement checks itself that it changed every ledger row
+    it should (the guard of `send_reserve`, with no limit): a missing row then fails the
+    statement, which `refusals()` turns into RuntimeError, so a COMMIT may be queued right
+    behind it (registrations._transition); unguarded, `result()` finds it after the answer."""
+    return _send_apply(event, holds, guard=(0, []) if guarded else None)
 
 
 @dataclass

@@ -500,3 +500,23 @@ def _a_backend_waits_for_a_lock() -> bool:
     with connection.cursor() as cursor:
         cursor.execute("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted)")
         return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transition_whose_update_changes_no_row_commits_nothing(actor, monkeypatch):
+    """The transition's COMMIT travels right behind its writes: its row statement checks
+    itself that the UPDATE changed the registration (events_rows_guard), so an UPDATE that
+    found no row (here: made to miss it) fails the statement before that COMMIT runs, and the
+    ledger change, the audit row and the leads request sent with it are rolled back."""
+    event = factories.EventFactory(seats_limited=True, seats_max=3)
+    (reg,) = registrations.register(event=event, attendees=[{"name": "A"}], actor=actor)
+    before = snapshot(event)
+    missing = registrations._transition_sql().replace("WHERE id = %s", "WHERE id = -%s")
+    monkeypatch.setattr(registrations, "_transition_sql", lambda: missing)
+
+    with pytest.raises(RuntimeError, match=f"registration {reg.pk} was not updated"):
+        registrations.mark_attended(registration=reg, actor=actor)
+
+    assert snapshot(event) == before
+    assert seats.event_summary(event=event).used == 0
+    assert seats.audit(event=event) == []

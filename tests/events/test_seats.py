@@ -486,10 +486,18 @@ def test_a_booking_that_owns_its_transaction_commits_nothing_when_the_ledger_mis
     assert not SeatLedger.objects.filter(event=event).exists()
 
 
-@pytest.mark.django_db
-def test_a_transition_whose_ledger_rows_are_missing_fails_whole(actor):
+@pytest.mark.parametrize(
+    "own",
+    [
+        pytest.param(False, marks=pytest.mark.django_db, id="in-a-callers-transaction"),
+        pytest.param(True, marks=pytest.mark.django_db(transaction=True), id="own-transaction"),
+    ],
+)
+def test_a_transition_whose_ledger_rows_are_missing_fails_whole(actor, own):
     """An error met after the UPDATE and the audit row were sent with the ledger change (the
-    ledger's rows deleted by hand): the transition raises and nothing of it stays."""
+    ledger's rows deleted by hand): the transition raises and nothing of it stays. As its own
+    transaction the COMMIT travels right behind the writes: the ledger statement's own check
+    (seats.send_apply(guarded=True)) is what keeps that COMMIT from running."""
     event = factories.EventFactory(seats_limited=True, seats_max=3)
     (reg,) = registrations.register(event=event, attendees=[{"name": "A"}], actor=actor)
     SeatLedger.objects.filter(event=event).delete()

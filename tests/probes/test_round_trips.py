@@ -26,8 +26,16 @@ from django.test.utils import CaptureQueriesContext
 from psycopg import pq
 
 from events.errors import SeatsUnavailable
-from events.models import Event, IntervalType, IntervalUnit, QuestionType
-from events.services import pipeline, registrations
+from events.models import (
+    Event,
+    EventAuditLog,
+    IntervalType,
+    IntervalUnit,
+    QuestionType,
+    Registration,
+)
+from events.services import pipeline, registrations, seats
+from leads.models import LeadRequest
 from tests.events import factories
 
 BOOKING_ROUND_TRIPS = 2  # BEGIN + lock + reads; writes + COMMIT
@@ -335,9 +343,11 @@ def test_a_seam_order_message_is_nine_round_trips_with_no_health_check(wire):
 
 # --- a transition -----------------------------------------------------------------------------
 
-# BEGIN + the Event lock + the registration lock; the ledger, the registration and the audit row;
-# the leads hook's request; COMMIT.
-TRANSITION_ROUND_TRIPS = 4
+# BEGIN + the Event lock + the registration lock; the ledger, then the registration with the
+# audit row and the leads hook's request, then COMMIT.
+TRANSITION_ROUND_TRIPS = 2
+# Inside a caller's transaction: its BEGIN; SAVEPOINT; the locks; the writes; RELEASE SAVEPOINT.
+NESTED_TRANSITION_ROUND_TRIPS = 5
 
 
 @pytest.mark.django_db(transaction=True)
@@ -353,3 +363,28 @@ def test_a_transition_takes_both_locks_and_begins_in_one_round_trip(wire):
     assert wire.count() == TRANSITION_ROUND_TRIPS
     sent = [q["sql"] for q in statements.captured_queries if q["sql"] != "BEGIN"]
     assert "FOR UPDATE OF e" in sent[0] and "FOR UPDATE OF r" in sent[1]  # Event first
+
+    (row_statement,) = [sql for sql in sent if "events_rows_guard" in sql]
+    assert "leads_request0" in row_statement  # the leads hook rides in the row's statement
+    assert Registration.objects.get(pk=registration.pk).state == "done"
+    assert LeadRequest.objects.filter(event=event).exists()
+    assert EventAuditLog.objects.filter(
+        registration_id=registration.pk, verb="registration.attended"
+    ).exists()
+    assert seats.event_summary(event=event).used == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transition_in_a_callers_transaction_queues_no_commit(wire):
+    """Inside a caller's transaction the transition's writes take their own round trip and
+    the caller's block decides: rolled back, nothing of the transition stays."""
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    (registration,) = registrations.register(event=event, attendees=[{"name": "A"}], actor="system")
+    wire.reset()
+    with transaction.atomic():
+        registrations.mark_attended(registration=registration, actor="system")
+        assert wire.count() == NESTED_TRANSITION_ROUND_TRIPS
+        transaction.set_rollback(True)
+    assert Registration.objects.get(pk=registration.pk).state == "open"
+    assert not EventAuditLog.objects.filter(verb="registration.attended").exists()
+    assert seats.event_summary(event=event).used == 0
