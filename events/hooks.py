@@ -8,11 +8,12 @@ core calls each hook inside the same transaction as the change. Never Django sig
 - `registrations_changed(registrations, actor)`: after registrations are created or change state
   (the leads overlay upserts the event's lead request). Until that overlay is installed the
   list is empty and nothing happens. A hook that only writes can be a `RidingHook`: the
-  booking (registrations.register) then calls its `ride` before it sends its one write
-  statement, and the statements `ride` returns (events.services.rows.Rider) run inside that
-  statement, in the same snapshot as the booking's own writes; every other caller (a
-  transition) calls the hook as usual. The booking calls the other hooks after its writes
-  were sent, so a hook that reads sees them.
+  booking (registrations.register) and a transition (registrations._transition) then call its
+  `ride` before they send their write statement, and the statements `ride` returns
+  (events.services.rows.Rider) run inside that statement, in the same snapshot as the verb's
+  own writes; every other caller calls the hook as usual. The booking and the transitions
+  call the other hooks after their writes were sent, so a hook that reads sees them (a
+  transition then leaves its COMMIT to its atomic block).
 - `reference_data()`: re-create the overlay's group permissions after a test flush
   (`events.reference_data.ensure`); the overlay's own data migration grants them first.
 - `seed_demo_type(event_type)`: `manage.py seed_demo` lets each overlay add its template lines

@@ -65,18 +65,12 @@ def record(**kwargs: Any) -> EventAuditLog:
     return row
 
 
-def send_many(rows: list[EventAuditLog]):
-    """`record_many`'s INSERT sent on a cursor returned open, for a caller in pipeline mode to
-    close once the pipeline's sync answered it (rows.send)."""
-    return sql_rows.send([sql_rows.insert_statement(rows)])
-
-
 def record_many(rows: list[EventAuditLog]) -> None:
     """One INSERT of every row, as a fixed statement per row count (rows.insert_statement on a
     server-binding cursor: psycopg prepares it, and the ORM does not compile it on every
     call). The rows keep pk None: nothing reads an audit row's id back. Not in pipeline mode
-    (no verb writes its audit rows there this way: the booking's ride in its write
-    statement)."""
+    (no verb writes its audit rows there this way: the booking's and the transitions' ride in
+    their write statements, `rows.insert_statement` joined by `rows.combined`)."""
     if not rows:
         return
     sql_rows.fetch(*sql_rows.insert_statement(rows))

@@ -92,11 +92,12 @@ class Pipeline:
             self._pipeline.sync()
 
     def commit(self) -> None:
-        """Ask for the COMMIT of a transaction this pipeline opened (`own_transaction`) to be
-        queued when the block ends without an exception and Django has not marked the
-        transaction for rollback (`transaction.set_rollback`, an error caught after an inner
-        atomic block): it then runs after everything queued before it, and the server skips it
-        when any of those failed. Otherwise nothing: the atomic block commits as usual."""
+        """Ask for the COMMIT of the transaction this pipeline belongs to (`own_transaction`:
+        opened by it, or by its outermost atomic block) to be queued when the block ends
+        without an exception and Django has not marked the transaction for rollback
+        (`transaction.set_rollback`, an error caught after an inner atomic block): it then
+        runs after everything queued before it, and the server skips it when any of those
+        failed. Otherwise nothing: the atomic block commits as usual."""
         self.commit_at_end = self.owns_transaction
 
 

@@ -579,7 +579,9 @@ def _transition(
             if isinstance(ledger, seats.Reservation):
                 ledger.check()  # the counters it produced (the check itself ran in the statement)
             elif ledger is not None:
-                ledger.result()  # the rows it changed (the statement checked them itself)
+                # The rows it changed. Its own statement refused a missing row before the
+                # COMMIT queued behind it; result()'s count check cannot fail after that.
+                ledger.result()
             sql_rows.read_riders(cursors[-1].fetchone(), riders)
         finally:
             for cursor in cursors:
@@ -592,19 +594,20 @@ def _transition(
 
 @cache
 def _transition_sql() -> str:
+    """The transition's UPDATE as the CTE `updated`, and the statement's answer: the check that
+    it changed the row (`events_rows_guard`, migration events/0012_rows_guard: the row is
+    locked, so anything else is a defect, refused before the COMMIT queued behind it). The
+    riders' counts follow (`rows.rider_columns`)."""
     table = connection.ops.quote_name(Registration._meta.db_table)
     # S608: built from constants (the table name from model meta); values are params.
-    return f"""UPDATE {table}
+    return f"""WITH updated AS (
+        UPDATE {table}
            SET state = %s, cancel_source = %s, confirmed_at = %s, date_closed = %s,
                updated_at = %s
          WHERE id = %s
      RETURNING id
-    """  # noqa: S608
-
-
-# The transition's row statement ends with this check: the UPDATE (the CTE w0, rows.combined)
-# changed exactly the one row (it is locked: anything else is a defect, refused before COMMIT).
-_TRANSITION_CHECK = "SELECT events_rows_guard((SELECT count(*) FROM w0), 1, 'registration')"
+    )
+    SELECT events_rows_guard((SELECT count(*) FROM updated), 1, 'registration')"""  # noqa: S608
 
 
 def _send_transition(
@@ -614,16 +617,15 @@ def _send_transition(
     updated_at), all five whatever changed, with its audit rows and the riding hooks' CTEs, as
     one statement: fixed, prepared by psycopg, where `save(update_fields=…)` compiled an UPDATE
     per combination on every call. The row is locked, so writing back an unchanged column's
-    value loses nothing. The statement checks that it updated the row
-    (`events_rows_guard`, migration events/0012_rows_guard). Returns its cursor, open: it
-    answers one row, the check's 0 and the riders' counts (rows.read_riders)."""
+    value loses nothing. The statement checks itself that it updated the row
+    (`_transition_sql`). Returns its cursor, open: it answers one row, the check's 0 and the
+    riders' counts (rows.read_riders)."""
     reg.updated_at = timezone.now()
     values = [reg.state, reg.cancel_source, reg.confirmed_at, reg.date_closed, reg.updated_at]
     return sql_rows.send(
         [
-            (_transition_sql(), [*values, reg.pk]),
             sql_rows.insert_statement(list(audit_rows)),
-            (_TRANSITION_CHECK + sql_rows.rider_columns(riders), []),
+            (_transition_sql() + sql_rows.rider_columns(riders), [*values, reg.pk]),
         ],
         riders,
     )

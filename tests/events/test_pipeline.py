@@ -9,7 +9,7 @@ import pytest
 from django.db import OperationalError, connection, transaction
 from psycopg import pq
 
-from events.models import Registration
+from events.models import Event, Registration
 from events.services import locks, pipeline, registrations
 from tests.events import factories
 from tests.helpers import database_url
@@ -66,6 +66,82 @@ def test_a_transaction_managed_by_hand_is_never_committed_by_a_booking():
     finally:
         transaction.set_autocommit(True)
     assert not Registration.objects.filter(event=event).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transaction_managed_by_hand_is_never_committed_by_a_transition():
+    """A transition queues its COMMIT behind its writes only in a transaction its own atomic
+    block began and will commit: not under autocommit turned off by hand."""
+    (reg,) = registrations.register(
+        event=factories.EventFactory(), attendees=[{"name": "A"}], actor="system"
+    )
+    transaction.set_autocommit(False)
+    try:
+        registrations.mark_attended(registration=reg, actor="system")
+        assert _committed("events_registration", "state", reg.pk) == "open"
+        transaction.rollback()
+    finally:
+        transaction.set_autocommit(True)
+    assert Registration.objects.get(pk=reg.pk).state == "open"
+
+
+def _committed(table: str, column: str, pk: int):
+    """The column's value as committed, read on a connection of its own."""
+    with psycopg.connect(database_url()) as other:
+        (value,) = other.execute(
+            f"SELECT {column} FROM {table} WHERE id = %s",  # noqa: S608 - names from the test
+            [pk],
+        ).fetchone()
+    return value
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("marked_for_rollback", [False, True])
+def test_a_block_later_in_the_outermost_transaction_may_queue_its_commit(marked_for_rollback):
+    """The transaction under way (begun here by an ORM statement) is the outermost atomic
+    block's own: a later block may queue its COMMIT (no BEGIN of its own), and the atomic
+    block then ends it as Django would have, its on_commit callbacks run once — unless it was
+    marked for rollback meanwhile: then no COMMIT is queued and the block rolls back."""
+    event = factories.EventFactory(name="Before")
+    ran: list[str] = []
+    with transaction.atomic():
+        assert Event.objects.filter(pk=event.pk).exists()
+        raw = connection.connection
+        assert raw.info.transaction_status == pq.TransactionStatus.INTRANS
+        transaction.on_commit(lambda: ran.append("on_commit"))
+        with pipeline.pipelined(own_transaction=True) as pipe:
+            cursor = pipeline.cursor()
+            cursor.execute("UPDATE events_event SET name = 'After' WHERE id = %s", [event.pk])
+            if marked_for_rollback:
+                transaction.set_rollback(True)
+            pipe.commit()
+        cursor.close()
+        seen_inside = _committed("events_event", "name", event.pk)
+        status = raw.info.transaction_status
+        assert raw.autocommit is False
+    expected = "Before" if marked_for_rollback else "After"
+    assert seen_inside == expected
+    assert status == (
+        pq.TransactionStatus.INTRANS if marked_for_rollback else pq.TransactionStatus.IDLE
+    )
+    assert Event.objects.get(pk=event.pk).name == expected
+    assert ran == ([] if marked_for_rollback else ["on_commit"])
+    assert raw.autocommit is True and raw.info.transaction_status == pq.TransactionStatus.IDLE
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_block_in_a_savepoint_never_queues_a_commit():
+    event = factories.EventFactory(name="Before")
+    with transaction.atomic():
+        assert Event.objects.filter(pk=event.pk).exists()
+        with transaction.atomic(), pipeline.pipelined(own_transaction=True) as pipe:
+            cursor = pipeline.cursor()
+            cursor.execute("UPDATE events_event SET name = 'After' WHERE id = %s", [event.pk])
+            pipe.commit()
+        cursor.close()
+        assert _committed("events_event", "name", event.pk) == "Before"
+        transaction.set_rollback(True)
+    assert Event.objects.get(pk=event.pk).name == "Before"
 
 
 @pytest.mark.django_db(transaction=True)

@@ -19,6 +19,7 @@ from events.models import (
     RegistrationState,
 )
 from events.services import locks, registrations, seats
+from leads.models import LeadRequest
 from tests.events import factories
 from tests.helpers import snapshot
 
@@ -453,6 +454,7 @@ def test_a_booking_draws_its_ids_once_it_holds_the_event_lock(actor):
     event, elsewhere = factories.EventFactory(), factories.EventFactory()
     locked, release = threading.Event(), threading.Event()
     late: list[int] = []
+    booker_pid: list[int] = []
     errors: list[BaseException] = []
 
     def holder() -> None:
@@ -468,6 +470,8 @@ def test_a_booking_draws_its_ids_once_it_holds_the_event_lock(actor):
 
     def booker() -> None:
         try:
+            connection.ensure_connection()
+            booker_pid.append(connection.connection.info.backend_pid)
             (row,) = registrations.register(event=event, attendees=[{"name": "Late"}], actor=actor)
             late.append(row.pk)
         except BaseException as exc:  # noqa: BLE001 - asserted below
@@ -482,7 +486,7 @@ def test_a_booking_draws_its_ids_once_it_holds_the_event_lock(actor):
     threads[1].start()
     try:
         deadline = time.monotonic() + 30
-        while not _a_backend_waits_for_a_lock():
+        while not (booker_pid and _waits_for_a_lock(booker_pid[0])):
             assert time.monotonic() < deadline, "the booking never waited for the Event lock"
             time.sleep(0.01)
         (meanwhile,) = registrations.register(
@@ -496,9 +500,11 @@ def test_a_booking_draws_its_ids_once_it_holds_the_event_lock(actor):
     assert late[0] > meanwhile.pk
 
 
-def _a_backend_waits_for_a_lock() -> bool:
+def _waits_for_a_lock(pid: int) -> bool:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted)")
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted)", [pid]
+        )
         return cursor.fetchone()[0]
 
 
@@ -510,6 +516,7 @@ def test_a_transition_whose_update_changes_no_row_commits_nothing(actor, monkeyp
     ledger change, the audit row and the leads request sent with it are rolled back."""
     event = factories.EventFactory(seats_limited=True, seats_max=3)
     (reg,) = registrations.register(event=event, attendees=[{"name": "A"}], actor=actor)
+    LeadRequest.objects.filter(event=event).delete()  # the transition's rider would write it
     before = snapshot(event)
     missing = registrations._transition_sql().replace("WHERE id = %s", "WHERE id = -%s")
     monkeypatch.setattr(registrations, "_transition_sql", lambda: missing)
@@ -520,3 +527,4 @@ def test_a_transition_whose_update_changes_no_row_commits_nothing(actor, monkeyp
     assert snapshot(event) == before
     assert seats.event_summary(event=event).used == 0
     assert seats.audit(event=event) == []
+    assert not LeadRequest.objects.filter(event=event).exists()

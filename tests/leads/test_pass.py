@@ -159,6 +159,45 @@ def test_a_state_change_lowers_the_cursor_to_revisit_the_registration(world, act
     assert LeadRequest.objects.get(event=world.event).cursor == reg.pk - 1
 
 
+@pytest.mark.parametrize(
+    "owned",
+    [
+        pytest.param(False, marks=pytest.mark.django_db, id="savepoint"),
+        # the transition is its own transaction and queues its COMMIT behind its writes (the
+        # desk's scan): the nudge still waits for that COMMIT
+        pytest.param(True, marks=pytest.mark.django_db(transaction=True), id="own-transaction"),
+    ],
+)
+@pytest.mark.parametrize("refused", [False, True], ids=["committed", "refused"])
+def test_a_transition_rides_the_request_and_nudges_once_only_after_its_commit(
+    actor, django_capture_on_commit_callbacks, monkeypatch, owned, refused
+):
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    (reg,) = registration_services.register(event=event, attendees=[{"name": "A"}], actor=actor)
+    LeadRequest.objects.filter(event=event).update(cursor=reg.pk + 50)  # the scan must lower it
+    if refused:  # the row's statement refuses (its UPDATE made to miss the row)
+        missing = registration_services._transition_sql().replace("id = %s", "id = -%s")
+        monkeypatch.setattr(registration_services, "_transition_sql", lambda: missing)
+    with (
+        mock.patch.object(nudge, "_send") as sent,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        if refused:
+            with pytest.raises(RuntimeError, match="was not updated"):
+                registration_services.mark_attended(registration=reg, actor=actor)
+        else:
+            registration_services.mark_attended(registration=reg, actor=actor)
+    cursor = LeadRequest.objects.get(event=event).cursor
+    if refused:
+        assert cursor == reg.pk + 50
+        sent.assert_not_called()
+    else:
+        assert cursor == reg.pk - 1
+        assert [c.args[:2] for c in sent.call_args_list] == [
+            (requests.NUDGE_KEY, requests.PASS_TASK)
+        ]
+
+
 def request_version(event) -> str:
     with connection.cursor() as cursor:
         cursor.execute("SELECT xmin::text FROM leads_leadrequest WHERE event_id = %s", [event.pk])
