@@ -13,7 +13,18 @@ from functools import cache
 from django.db import connection
 from django.db.transaction import TransactionManagementError
 
-from events.models import Event, Mail, Question, QuestionChoice, Registration, Stage, Ticket
+from events.models import (
+    Event,
+    IntervalType,
+    Mail,
+    Question,
+    QuestionChoice,
+    Registration,
+    Stage,
+    Ticket,
+    WaitlistEntry,
+    WaitlistState,
+)
 from events.services import pipeline, rows
 
 
@@ -32,7 +43,17 @@ def lock_events(event_ids: Iterable[int]) -> dict[int, Event]:
 @cache
 def _lock_sql() -> dict[str, str]:
     registration, ticket = Registration._meta.db_table, Ticket._meta.db_table
+    mail, entry = Mail._meta.db_table, WaitlistEntry._meta.db_table
     return {
+        "after_sub": f"""
+            SELECT {rows.columns(Mail, "m")} FROM {mail} m
+             WHERE m.event_id = %s AND m.interval_type = '{IntervalType.AFTER_SUB.value}'
+             ORDER BY m.id
+        """,  # noqa: S608
+        "waiting": f"""
+            SELECT EXISTS (SELECT 1 FROM {entry} w
+                            WHERE w.event_id = %s AND w.state = '{WaitlistState.WAITING.value}')
+        """,  # noqa: S608
         "event": _booking_sql()["lock"],  # the booking's own lock: one prepared statement
         "registration": f"""
             SELECT {rows.columns(Registration, "r")}, {rows.columns(Ticket, "t")}
@@ -164,12 +185,37 @@ def lock_event_and_registration(event_id: int, registration_id: int) -> tuple[Ev
     """The Event row, then the registration row (with its ticket, as `lock_registration`),
     locked until the transaction ends — in that order, in one round trip, which also carries
     BEGIN when it is the transaction's first statement (rows.fetch_many)."""
+    reads = lock_for_transition(event_id, registration_id)
+    return reads.event, reads.registration
+
+
+@dataclass
+class TransitionReads:
+    """What a transition decides on, read under its two locks."""
+
+    event: Event  # locked
+    registration: Registration  # locked, with its ticket
+    after_sub: list[Mail] | None  # the event's after_sub schedulers, when asked for
+    someone_waits: bool | None  # whether its waiting list has a waiting entry, when asked for
+
+
+def lock_for_transition(
+    event_id: int, registration_id: int, *, after_sub: bool = False, waiting: bool = False
+) -> TransitionReads:
+    """`lock_event_and_registration`, and in the same round trip, as later statements (so they
+    see what was committed when the locks were granted; a waiting-list join and a scheduler's
+    creation take the Event lock too): the event's after_sub schedulers (`after_sub`: a
+    registration entering `open` gets their rows) and whether someone waits on its waiting
+    list (`waiting`: a freed seat nudges the offer pass)."""
     _require_transaction()
     sql = _lock_sql()
-    event_rows, registration_rows = rows.fetch_many(
-        [(sql["event"], [event_id]), (sql["registration"], [registration_id])],
-        own_transaction=True,
-    )
+    statements = [(sql["event"], [event_id]), (sql["registration"], [registration_id])]
+    if after_sub:
+        statements.append((sql["after_sub"], [event_id]))
+    if waiting:
+        statements.append((sql["waiting"], [event_id]))
+    found = rows.fetch_many(statements, own_transaction=True)
+    event_rows, registration_rows = found[0], found[1]
     if not event_rows:
         raise Event.DoesNotExist(f"Event {event_id} does not exist.")
     if not registration_rows:
@@ -177,7 +223,10 @@ def lock_event_and_registration(event_id: int, registration_id: int) -> tuple[Ev
     ((event,),) = rows.load_joined((Event,), event_rows)
     ((reg, ticket),) = rows.load_joined((Registration, Ticket), registration_rows)
     rows.attach(reg, "ticket", ticket)
-    return event, reg
+    more = iter(found[2:])
+    schedulers = [m for (m,) in rows.load_joined((Mail,), next(more))] if after_sub else None
+    someone_waits = bool(next(more)[0][0]) if waiting else None
+    return TransitionReads(event, reg, schedulers, someone_waits)
 
 
 def lock_registration(registration_id: int) -> Registration:

@@ -516,7 +516,16 @@ def _transition(
     the transition's in the same statement and transaction."""
     now = now or timezone.now()
     with transaction.atomic():
-        event, reg = locks.lock_event_and_registration(registration.event_id, registration.pk)
+        # With the locks, what the transition's followers need: the after_sub schedulers of a
+        # registration that may enter `open` (from draft), whether someone waits for a seat it
+        # may free.
+        reads = locks.lock_for_transition(
+            registration.event_id,
+            registration.pk,
+            after_sub=to == S.OPEN,
+            waiting=to in (S.CANCEL, S.DRAFT),
+        )
+        event, reg = reads.event, reads.registration
         if recheck is not None:
             recheck(event, reg)
         source = reg.state
@@ -546,17 +555,17 @@ def _transition(
             ),
             *audit_also,
         ]
-        freeing = reg.active and source in (S.OPEN, S.DONE) and to in (S.CANCEL, S.DRAFT)
-        if freeing:
-            waitlist.seats_freed(event)  # a seat is free: nudge the waiting list after commit
-        opening = to == S.OPEN and source == S.DRAFT  # the after_sub rows follow the writes
+        if reg.active and source in (S.OPEN, S.DONE) and to in (S.CANCEL, S.DRAFT):
+            # A seat is free: nudge the waiting list after commit.
+            waitlist.seats_freed(event, someone_waits=reads.someone_waits)
+        opening = to == S.OPEN and source == S.DRAFT
         # The overlays' hooks that only write ride in the row's statement (events.hooks).
         riders, other_hooks = hooks.ride(hooks.registrations_changed, [reg], actor)
-        # The seats, the row with the audit rows and the riders, then COMMIT: one round trip.
-        # Each statement checks itself (a reserve's limits, a ledger or registration row not
-        # there), so a failure skips the COMMIT queued behind it; a refusal surfaces at the
-        # block's end (seats.refusals). The COMMIT is only queued when the transaction is the
-        # transition's own and nothing follows the writes (`Pipeline.commit`).
+        # The seats, the row with the audit rows and the riders, the after_sub rows, then
+        # COMMIT: one round trip. Each statement checks itself (a reserve's limits, a ledger or
+        # registration row not there), so a failure skips what is queued behind it; a refusal
+        # surfaces at the block's end (seats.refusals). The COMMIT is only queued when the
+        # transaction is the transition's own and no other hook follows (`Pipeline.commit`).
         ledger: Any = None
         cursors: list[Any] = []
         try:
@@ -574,7 +583,11 @@ def _transition(
                 if ledger is not None and ledger.cursor is not None:
                     cursors.append(ledger.cursor)  # closed by check() / result(), or below
                 cursors.append(_send_transition(reg, audit_rows, riders))
-                if not opening and not other_hooks:
+                if opening:
+                    scheduler.registrations_opened(
+                        event=event, registrations=[reg], now=now, schedulers=reads.after_sub
+                    )
+                if not other_hooks:
                     pipe.commit()
             if isinstance(ledger, seats.Reservation):
                 ledger.check()  # the counters it produced (the check itself ran in the statement)
@@ -586,8 +599,6 @@ def _transition(
         finally:
             for cursor in cursors:
                 cursor.close()
-        if opening:
-            scheduler.registrations_opened(event=event, registrations=[reg], now=now)
         hooks.run(other_hooks, [reg], actor)
     return reg
 

@@ -369,12 +369,16 @@ def offer_freed_seats(*, event: Event | int, now: datetime | None = None) -> lis
     return offered
 
 
-def seats_freed(event: Event | int) -> None:
+def seats_freed(event: Event | int, *, someone_waits: bool | None = None) -> None:
     """Seats of the event may have become free (a cancellation, a raised limit): nudge an offer
     pass after commit when someone waits. Called inside the freeing transaction, under its Event
-    lock, so a join (which takes that lock) is either seen here or sees the free seat."""
+    lock, so a join (which takes that lock) is either seen here or sees the free seat.
+    `someone_waits`: whether someone waits, when the caller read it under that lock already
+    (a transition, locks.lock_for_transition); None: read here."""
     event_id = event if isinstance(event, int) else event.pk
-    if WaitlistEntry.objects.filter(event_id=event_id, state=W.WAITING).exists():
+    if someone_waits is None:
+        someone_waits = WaitlistEntry.objects.filter(event_id=event_id, state=W.WAITING).exists()
+    if someone_waits:
         nudge.after_commit(key=f"{OFFER_KEY}:{event_id}", task=OFFER_TASK, args=(event_id,))
 
 

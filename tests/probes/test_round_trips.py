@@ -19,6 +19,7 @@ import struct
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
+from unittest import mock
 
 import pytest
 from django.db import connection, transaction
@@ -31,10 +32,11 @@ from events.models import (
     EventAuditLog,
     IntervalType,
     IntervalUnit,
+    MailRegistration,
     QuestionType,
     Registration,
 )
-from events.services import pipeline, registrations, seats
+from events.services import nudge, pipeline, registrations, seats, waitlist
 from leads.models import LeadRequest
 from tests.events import factories
 
@@ -389,3 +391,45 @@ def test_a_transition_in_a_callers_transaction_queues_no_commit(wire):
     assert Registration.objects.get(pk=registration.pk).state == "open"
     assert not EventAuditLog.objects.filter(verb="registration.attended").exists()
     assert seats.event_summary(event=event).used == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_confirming_a_draft_reads_its_schedulers_with_the_locks_and_is_two(wire):
+    """The after_sub schedulers come with the locks (locks.lock_for_transition); their rows
+    travel with the writes and the COMMIT."""
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    mail = factories.MailFactory(
+        event=event,
+        interval_type=IntervalType.AFTER_SUB,
+        interval_unit=IntervalUnit.HOURS,
+        scheduled_date=None,
+    )
+    (draft,) = registrations.register(
+        event=event, attendees=[{"name": "A"}], state="draft", actor="system"
+    )
+    wire.reset()
+    registrations.confirm(registration=draft, actor="system")
+    assert wire.count() == TRANSITION_ROUND_TRIPS
+    assert Registration.objects.get(pk=draft.pk).state == "open"
+    assert MailRegistration.objects.filter(scheduler=mail, registration=draft).count() == 1
+    assert seats.event_summary(event=event).reserved == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("waiting", [True, False], ids=["someone-waits", "nobody-waits"])
+def test_a_cancellation_asks_for_the_waiting_list_with_the_locks_and_is_two(wire, waiting):
+    """Whether someone waits comes with the locks; the offer pass is nudged once, after the
+    COMMIT that travelled with the writes, and only when someone waits."""
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    (registration,) = registrations.register(event=event, attendees=[{"name": "A"}], actor="system")
+    if waiting:
+        factories.WaitlistEntryFactory(event=event)
+    wire.reset()
+    with mock.patch.object(nudge, "_send") as sent:
+        registrations.cancel(registration=registration, actor="system")
+        calls = [c.args[:3] for c in sent.call_args_list]
+    assert wire.count() == TRANSITION_ROUND_TRIPS
+    assert Registration.objects.get(pk=registration.pk).state == "cancel"
+    assert seats.event_summary(event=event).reserved == 0
+    offer = (f"{waitlist.OFFER_KEY}:{event.pk}", waitlist.OFFER_TASK, (event.pk,))
+    assert calls == ([offer] if waiting else [])
