@@ -393,43 +393,101 @@ def test_a_transition_in_a_callers_transaction_queues_no_commit(wire):
     assert seats.event_summary(event=event).used == 0
 
 
+def _after_the_locks(statements, marker: str) -> bool:
+    """Whether the statement holding `marker` was sent after both locks (Event first)."""
+    sent = [q["sql"] for q in statements.captured_queries if q["sql"] != "BEGIN"]
+    at = next(i for i, sql in enumerate(sent) if marker in sql)
+    return "FOR UPDATE OF e" in sent[0] and "FOR UPDATE OF r" in sent[1] and at >= 2
+
+
 @pytest.mark.django_db(transaction=True)
-def test_confirming_a_draft_reads_its_schedulers_with_the_locks_and_is_two(wire):
-    """The after_sub schedulers come with the locks (locks.lock_for_transition); their rows
-    travel with the writes and the COMMIT."""
-    event = factories.EventFactory(seats_limited=True, seats_max=5)
+@pytest.mark.parametrize("refused", [False, True], ids=["confirmed", "sold-out"])
+def test_confirming_a_draft_reads_its_schedulers_with_the_locks_and_is_two(wire, refused):
+    """The after_sub schedulers come with the locks, after them (locks.lock_for_transition);
+    their rows travel with the writes and the COMMIT, and the pass is nudged after it (the row
+    is due at once). Sold out: no row, no nudge, nothing written."""
+    event = factories.EventFactory(seats_limited=True, seats_max=1)
     mail = factories.MailFactory(
         event=event,
         interval_type=IntervalType.AFTER_SUB,
+        interval_nbr=0,
         interval_unit=IntervalUnit.HOURS,
         scheduled_date=None,
     )
     (draft,) = registrations.register(
         event=event, attendees=[{"name": "A"}], state="draft", actor="system"
     )
+    if refused:
+        registrations.register(event=event, attendees=[{"name": "B"}], actor="system")
     wire.reset()
-    registrations.confirm(registration=draft, actor="system")
-    assert wire.count() == TRANSITION_ROUND_TRIPS
-    assert Registration.objects.get(pk=draft.pk).state == "open"
-    assert MailRegistration.objects.filter(scheduler=mail, registration=draft).count() == 1
+    with (
+        mock.patch.object(nudge, "_send") as sent,
+        CaptureQueriesContext(connection) as statements,
+    ):
+        if refused:
+            with pytest.raises(SeatsUnavailable):
+                registrations.confirm(registration=draft, actor="system")
+        else:
+            registrations.confirm(registration=draft, actor="system")
+        calls = [c.args[:2] for c in sent.call_args_list]
+    trips = wire.count()
+    assert _after_the_locks(statements, "interval_type = 'after_sub'")
+    rows = MailRegistration.objects.filter(scheduler=mail, registration=draft).count()
+    if refused:
+        # … and the ROLLBACK; one more when the refusal reaches the client while the writes
+        # are still being queued: the pipeline's end then waits for the skipped statements'
+        # answers (pipeline._ended_after)
+        assert trips in (TRANSITION_ROUND_TRIPS + 1, TRANSITION_ROUND_TRIPS + 2)
+        assert Registration.objects.get(pk=draft.pk).state == "draft"
+        assert rows == 0 and calls == []
+    else:
+        assert trips == TRANSITION_ROUND_TRIPS
+        assert Registration.objects.get(pk=draft.pk).state == "open"
+        assert rows == 1
+        assert calls == [(nudge.PASS_KEY, nudge.PASS_TASK)]
     assert seats.event_summary(event=event).reserved == 1
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("verb", ["cancel", "reset_to_draft"])
 @pytest.mark.parametrize("waiting", [True, False], ids=["someone-waits", "nobody-waits"])
-def test_a_cancellation_asks_for_the_waiting_list_with_the_locks_and_is_two(wire, waiting):
-    """Whether someone waits comes with the locks; the offer pass is nudged once, after the
-    COMMIT that travelled with the writes, and only when someone waits."""
+def test_a_freed_seat_asks_for_the_waiting_list_with_the_locks_and_is_two(wire, verb, waiting):
+    """Whether someone waits comes with the locks, after them; the offer pass is nudged once,
+    after the COMMIT that travelled with the writes, and only when someone waits."""
     event = factories.EventFactory(seats_limited=True, seats_max=5)
     (registration,) = registrations.register(event=event, attendees=[{"name": "A"}], actor="system")
     if waiting:
         factories.WaitlistEntryFactory(event=event)
     wire.reset()
-    with mock.patch.object(nudge, "_send") as sent:
-        registrations.cancel(registration=registration, actor="system")
+    with (
+        mock.patch.object(nudge, "_send") as sent,
+        CaptureQueriesContext(connection) as statements,
+    ):
+        getattr(registrations, verb)(registration=registration, actor="system")
         calls = [c.args[:3] for c in sent.call_args_list]
     assert wire.count() == TRANSITION_ROUND_TRIPS
-    assert Registration.objects.get(pk=registration.pk).state == "cancel"
+    assert _after_the_locks(statements, "events_waitlistentry")
+    assert Registration.objects.get(pk=registration.pk).state != "open"
     assert seats.event_summary(event=event).reserved == 0
     offer = (f"{waitlist.OFFER_KEY}:{event.pk}", waitlist.OFFER_TASK, (event.pk,))
     assert calls == ([offer] if waiting else [])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_undoing_attendance_is_two_and_adds_no_scheduler_row():
+    """done → open also reads the schedulers with the locks, but only a confirmed draft gets
+    after_sub rows."""
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    factories.MailFactory(
+        event=event,
+        interval_type=IntervalType.AFTER_SUB,
+        interval_unit=IntervalUnit.HOURS,
+        scheduled_date=None,
+    )
+    (registration,) = registrations.register(event=event, attendees=[{"name": "A"}], actor="system")
+    registrations.mark_attended(registration=registration, actor="system")
+    before = MailRegistration.objects.count()
+    registrations.undo_attendance(registration=registration, actor="system")
+    assert Registration.objects.get(pk=registration.pk).state == "open"
+    assert MailRegistration.objects.count() == before
+    assert seats.event_summary(event=event).reserved == 1

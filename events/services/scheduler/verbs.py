@@ -294,7 +294,7 @@ def registrations_opened(
     commit (spec.md §6.4). A registration confirmed before the scheduler existed is only
     mailed when the scheduler includes existing attendees (spec.md §14 item 8).
     """
-    if schedulers is None:  # the booking passes the ones it read under the Event lock
+    if schedulers is None:  # the booking and a transition pass the ones read under the lock
         schedulers = list(
             Mail.objects.filter(event=event, interval_type=IntervalType.AFTER_SUB).only(
                 "pk", "interval_nbr", "interval_unit", "created_at", "include_existing"
