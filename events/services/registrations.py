@@ -517,12 +517,12 @@ def _transition(
     now = now or timezone.now()
     with transaction.atomic():
         # With the locks, what the transition's followers need: the after_sub schedulers of a
-        # registration that may enter `open` (from draft), whether someone waits for a seat it
-        # may free.
+        # draft being confirmed (the one way from draft into `open`), whether someone waits for
+        # a seat it may free.
         reads = locks.lock_for_transition(
             registration.event_id,
             registration.pk,
-            after_sub=to == S.OPEN,
+            after_sub=verb == "confirm",
             waiting=to in (S.CANCEL, S.DRAFT),
         )
         event, reg = reads.event, reads.registration

@@ -474,9 +474,8 @@ def test_a_freed_seat_asks_for_the_waiting_list_with_the_locks_and_is_two(wire, 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_undoing_attendance_is_two_and_adds_no_scheduler_row():
-    """done → open also reads the schedulers with the locks, but only a confirmed draft gets
-    after_sub rows."""
+def test_undoing_attendance_is_two_and_adds_no_scheduler_row(wire):
+    """done → open enters `open` too, but only a confirmed draft gets after_sub rows."""
     event = factories.EventFactory(seats_limited=True, seats_max=5)
     factories.MailFactory(
         event=event,
@@ -487,7 +486,9 @@ def test_undoing_attendance_is_two_and_adds_no_scheduler_row():
     (registration,) = registrations.register(event=event, attendees=[{"name": "A"}], actor="system")
     registrations.mark_attended(registration=registration, actor="system")
     before = MailRegistration.objects.count()
+    wire.reset()
     registrations.undo_attendance(registration=registration, actor="system")
+    assert wire.count() == TRANSITION_ROUND_TRIPS
     assert Registration.objects.get(pk=registration.pk).state == "open"
     assert MailRegistration.objects.count() == before
     assert seats.event_summary(event=event).reserved == 1
