@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
+import psycopg
 import pytest
 from django.db import IntegrityError, connection, transaction
 
@@ -13,15 +14,18 @@ from events.errors import DomainError
 from events.models import (
     ContactSource,
     EventAuditLog,
+    IntervalType,
+    IntervalUnit,
     KanbanState,
+    Mail,
     Registration,
     RegistrationAnswer,
     RegistrationState,
 )
-from events.services import locks, registrations, seats
+from events.services import locks, registrations, scheduler, seats
 from leads.models import LeadRequest
 from tests.events import factories
-from tests.helpers import snapshot
+from tests.helpers import database_url, snapshot
 
 S = RegistrationState
 
@@ -528,3 +532,66 @@ def test_a_transition_whose_update_changes_no_row_commits_nothing(actor, monkeyp
     assert seats.event_summary(event=event).used == 0
     assert seats.audit(event=event) == []
     assert not LeadRequest.objects.filter(event=event).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("deletion", ["scheduler", "template"])
+def test_a_scheduler_deleted_during_a_booking_waits_for_it(actor, deletion):
+    """A booking reads the event's after_sub schedulers under its Event lock and writes their
+    rows before it commits. Deleting one of them (the verb, or the template cascade) takes that
+    lock too, so it waits for the booking instead of committing in between and failing the
+    booking's COMMIT on the rows' foreign key."""
+    event = factories.EventFactory()
+    mail = factories.MailFactory(
+        event=event,
+        interval_type=IntervalType.AFTER_SUB,
+        interval_unit=IntervalUnit.HOURS,
+        scheduled_date=None,
+    )
+    deleter_pid: list[int] = []
+    done = threading.Event()
+    errors: list[BaseException] = []
+    threads: list[threading.Thread] = []
+
+    def delete() -> None:
+        try:
+            connection.ensure_connection()
+            deleter_pid.append(connection.connection.info.backend_pid)
+            if deletion == "scheduler":
+                scheduler.delete_scheduler(scheduler=mail, actor=actor)
+            else:
+                scheduler.on_template_deleted(template_ref=mail.template_ref, actor=actor)
+        except BaseException as exc:  # noqa: BLE001 - asserted below
+            errors.append(exc)
+        finally:
+            connection.close()
+            done.set()
+
+    def recheck(locked_event, ticket) -> None:
+        # Under the booking's lock, its schedulers read: the deletion starts now. It must wait
+        # for a lock, not finish.
+        threads.append(threading.Thread(target=delete))
+        threads[0].start()
+        deadline = time.monotonic() + 30
+        with psycopg.connect(database_url(), autocommit=True) as watcher:
+            while not done.is_set():
+                waiting = (
+                    deleter_pid
+                    and watcher.execute(
+                        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted)",
+                        deleter_pid,
+                    ).fetchone()[0]
+                )
+                if waiting:
+                    return
+                assert time.monotonic() < deadline, "the deletion neither waited nor ended"
+                time.sleep(0.01)
+        raise AssertionError("the deletion committed while the booking held its Event lock")
+
+    (row,) = registrations.register(
+        event=event, attendees=[{"name": "A"}], actor=actor, recheck=recheck
+    )
+    threads[0].join(30)
+    assert errors == []
+    assert Registration.objects.filter(pk=row.pk, state="open").exists()
+    assert not Mail.objects.filter(pk=mail.pk).exists()

@@ -102,8 +102,15 @@ def add_scheduler(
 
 
 def delete_scheduler(*, scheduler: Mail, actor: Any) -> None:
-    """Delete one scheduler (its attendee and slot rows go with it); audited."""
+    """Delete one scheduler (its attendee and slot rows go with it); audited. Under its Event
+    lock: a booking (or a confirm) reads the after_sub schedulers under that lock and writes
+    their rows before it commits, so a deletion committed in between would fail its COMMIT
+    (the rows' foreign key)."""
     with transaction.atomic():
+        event_id = Mail.objects.filter(pk=scheduler.pk).values_list("event_id", flat=True).first()
+        if event_id is None:
+            return
+        locks.lock_event(event_id)
         mail = (
             Mail.objects.select_for_update(of=("self",))
             .filter(pk=scheduler.pk)
@@ -219,8 +226,12 @@ def on_template_deleted(*, template_ref: str, actor: Any = audit.SYSTEM) -> int:
     """Delete every Mail and TypeMail that references the template (audited); the count.
 
     The only cascade of the project; the built-in store calls it in its delete transaction.
+    Under the Event locks of the schedulers' events, as `delete_scheduler`.
     """
     with transaction.atomic():
+        locks.lock_events(
+            Mail.objects.filter(template_ref=template_ref).values_list("event_id", flat=True)
+        )
         mails = list(
             Mail.objects.select_for_update(of=("self",))
             .filter(template_ref=template_ref)
