@@ -62,7 +62,7 @@ from events.models import (
 from events.services import audit, inputs, locks, pipeline, scheduler, seats, waitlist
 from events.services import rows as sql_rows
 from events.services.contacts import is_valid_email, normalise_phone
-from events.services.dberrors import violated_constraint
+from events.services.dberrors import guard_refusal, violated_constraint
 
 S = RegistrationState
 # A Choices class's `.values` builds a new list on every access; the checks below run per call.
@@ -648,10 +648,9 @@ def _row_guard(reg: Registration) -> Iterator[None]:
     try:
         yield
     except DatabaseError as exc:
-        diag = getattr(exc.__cause__, "diag", None)
-        if diag is None or diag.message_primary != "events_rows_missing":
+        message, detail = guard_refusal(exc)
+        if message != "events_rows_missing":
             raise
-        detail = diag.message_detail
         raise RuntimeError(f"registration {reg.pk} was not updated ({detail})") from exc
 
 

@@ -36,6 +36,7 @@ from events.models import (
     WaitlistState,
 )
 from events.services import rows
+from events.services.dberrors import guard_refusal
 from events.services.rows import Rider  # `_Applied.rows` (a field) hides the module there
 
 HOLDING = (RegistrationState.OPEN, RegistrationState.DONE)
@@ -402,13 +403,12 @@ def send_reserve(
 def _refusal(exc: DatabaseError, slot_id: int | None, ticket: Ticket | None) -> Exception | None:
     """The guard's refusal carried by a database error, as the error to raise; None when the
     error is not the guard's."""
-    diag = getattr(exc.__cause__, "diag", None)
-    message = getattr(diag, "message_primary", None)
-    if diag is None or message not in _GUARD_MESSAGES:
+    message, detail = guard_refusal(exc)
+    if message not in _GUARD_MESSAGES:
         return None
     if message == "events_seat_ledger_rows_missing":
-        return RuntimeError(f"seat ledger is missing rows ({diag.message_detail}); run seats_audit")
-    missing = int(diag.message_detail)
+        return RuntimeError(f"seat ledger is missing rows ({detail}); run seats_audit")
+    missing = int(detail)
     ticket_id = ticket.pk if ticket is not None else None
     return SeatsUnavailable(
         f"Not enough seats: {missing} missing.",

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 
 from events.models import IntakeIdempotency
-from events.services.dberrors import violated_constraint
+from events.services.dberrors import guard_refusal, violated_constraint
 from tests.events import factories
 
 pytestmark = pytest.mark.django_db
@@ -30,3 +30,14 @@ def test_a_unique_field_names_its_index():
 
 def test_an_error_without_diagnostics_names_nothing():
     assert violated_constraint(IntegrityError("no cause")) == ""
+
+
+def test_a_guard_refusal_reads_its_message_and_detail():
+    with pytest.raises(DatabaseError) as caught, transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT events_rows_guard(0, 1, 'registration')")
+    assert guard_refusal(caught.value) == (
+        "events_rows_missing",
+        "registration: 0 of 1 rows changed",
+    )
+    assert guard_refusal(DatabaseError("no cause")) == ("", "")
