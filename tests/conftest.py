@@ -17,12 +17,19 @@ def pytest_configure(config):
 
 @pytest.fixture(autouse=True)
 def _reference_data(request):
-    """Stages and groups come from a migration; a transactional test's flush removes them."""
+    """Stages and groups come from a migration; a transactional test's flush removes them.
+    Every test that reaches the database gets them back, whether it asks through the marker or
+    through a fixture (`db`, `transactional_db`, `live_server`), whatever ran before it."""
     marker = request.node.get_closest_marker("django_db")
-    if marker is None:
+    if marker is not None:
+        name = "transactional_db" if marker.kwargs.get("transaction", False) else "db"
+    elif "transactional_db" in request.fixturenames or "live_server" in request.fixturenames:
+        name = "transactional_db"
+    elif "db" in request.fixturenames:
+        name = "db"
+    else:
         return
-    transactional = marker.kwargs.get("transaction", False)
-    request.getfixturevalue("transactional_db" if transactional else "db")
+    request.getfixturevalue(name)
     from events import reference_data
 
     reference_data.ensure()
