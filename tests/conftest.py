@@ -9,10 +9,14 @@ import pytest
 
 
 def pytest_configure(config):
-    """Fast password hashing for the whole run (tests/hashers.py)."""
+    """Fast password hashing for the whole run (tests/hashers.py); the faster end of a
+    transactional test."""
     from django.conf import settings
 
+    from tests import emptying
+
     settings.PASSWORD_HASHERS = ["tests.hashers.OneIterationPBKDF2PasswordHasher"]
+    emptying.install()  # a transactional test ends with DELETEs, not `flush` (tests/emptying.py)
 
 
 @pytest.fixture(autouse=True)
