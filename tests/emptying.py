@@ -42,7 +42,10 @@ def empty_tables(alias: str) -> bool:
     """Empty every table of the installed models on `alias` but `KEPT`, in one transaction
     with triggers off; False (nothing changed) when the connection may not turn them off."""
     connection = connections[alias]
-    tables = sorted(set(connection.introspection.django_table_names(only_existing=True)) - KEPT)
+    tables = sorted(
+        set(connection.introspection.django_table_names(only_existing=True, include_views=False))
+        - KEPT
+    )
     quote = connection.ops.quote_name
     try:
         with transaction.atomic(using=alias), connection.cursor() as cursor:
