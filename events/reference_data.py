@@ -1,6 +1,6 @@
 """Reference data created by migration 0002: the stages (spec.md §2.2) and the permission
 groups (spec.md §9). Functions take an app registry so the migration can pass its own;
-tests call `ensure()` after a transactional test truncated the tables.
+tests call `ensure()` after a transactional test emptied the tables.
 """
 
 from django.apps import apps as global_apps
@@ -113,7 +113,7 @@ def create_groups(apps=global_apps) -> None:
 
 
 def ensure() -> None:
-    """Re-create what a truncating test flush removed (idempotent): the stages, the core's
+    """Re-create what the end of a transactional test removed (idempotent): the stages, the core's
     groups, and every overlay's grants (`hooks.reference_data`)."""
     from django.contrib.auth.models import Group
     from django.contrib.contenttypes.models import ContentType
