@@ -14,7 +14,8 @@ each dict is one table row:
 
 Benchmarks use their own database, `backbone_events_bench` on the server of DATABASE_URL:
 `setup()` points DATABASE_URL at it before Django starts, creates it when missing and migrates
-it by running `manage.py migrate` in a subprocess.
+it by running `manage.py migrate` in a subprocess; `bench/run.py` first drops it
+(`fresh_database`), so each run starts from an empty database.
 """
 
 from __future__ import annotations
@@ -79,6 +80,22 @@ def setup() -> None:
 
     django.setup()
     _ready = True
+
+
+def fresh_database() -> None:
+    """Drop the bench database, so that `setup()` creates and migrates it anew: every
+    `bench/run.py` run starts from the same empty state (`--reuse-db` skips this). Runs used to
+    inherit every earlier run's rows, and PostgreSQL on these machines runs with autovacuum off:
+    after a day of runs the registrations table carried 580,000 live and 350,000 dead rows
+    (docs/benchmarks.md, "Machine"). A connection still open on it makes the DROP fail, named
+    by PostgreSQL's own error."""
+    import psycopg
+    from psycopg import sql
+
+    parts = urlsplit(bench_database_url())
+    admin = urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(BENCH_DB)))
 
 
 def _create_database(url: str) -> None:

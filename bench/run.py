@@ -1,11 +1,13 @@
 """Run the benchmarks (`make bench`) and print one table.
 
-    .venv/bin/python bench/run.py [--quick] [--only B1 [--only B3 …]]
+    .venv/bin/python bench/run.py [--quick] [--only B1 [--only B3 …]] [--reuse-db]
 
 Discovers bench/b<N>_<name>.py, calls each module's `run(quick=…)`, prints the rows (bench,
-what, measured, target, ok, checks) and writes bench/results/run.json. Exits 1 only when a
-correctness check failed (a row with `checks_ok` False, e.g. an oversell) or a bench crashed;
-a missed timing target never fails the run.
+what, measured, target, ok, checks) and writes bench/results/run.json. The bench database is
+dropped and created anew first (`common.fresh_database`); `--reuse-db` keeps it as the last run
+left it (quicker, but the runs then measure a database that grows from one run to the next).
+Exits 1 only when a correctness check failed (a row with `checks_ok` False, e.g. an oversell)
+or a bench crashed; a missed timing target never fails the run.
 """
 
 from __future__ import annotations
@@ -47,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", action="append", default=[], metavar="B<N>", help="run only these benches"
     )
+    parser.add_argument(
+        "--reuse-db",
+        action="store_true",
+        help="keep the bench database as the last run left it (default: drop it first)",
+    )
     args = parser.parse_args(argv)
     only = {name.upper() for item in args.only for name in item.split(",") if name}
 
@@ -54,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     if not benches:
         print(f"no bench matches {sorted(only)}", file=sys.stderr)
         return 2
+    if not args.reuse_db:
+        common.fresh_database()
     common.setup()
 
     rows: list[dict] = []
