@@ -1,5 +1,5 @@
-"""The end of a transactional test: every table emptied in one round trip instead of Django's
-`flush` (test infrastructure).
+"""The end of a transactional test: every table emptied by DELETEs in one transaction instead
+of Django's `flush` (test infrastructure).
 
 Django's `TransactionTestCase` (pytest-django's `transactional_db`, `live_server` and
 `django_db(transaction=True)`) ends each test with `manage.py flush`: one TRUNCATE of every

@@ -57,7 +57,7 @@ def test_every_table_is_emptied_but_the_derived_ones():
         EventAuditLog.objects.all().delete()
 
 
-def test_without_a_superuser_nothing_is_deleted_and_flush_is_left_to_do_it():
+def test_without_a_superuser_nothing_is_deleted_and_the_call_says_so():
     # A role of the cluster with no login and no privilege, left in place for the next run.
     before = _seeded()
     with connection.cursor() as cursor:
@@ -71,3 +71,11 @@ def test_without_a_superuser_nothing_is_deleted_and_flush_is_left_to_do_it():
         with connection.cursor() as cursor:
             cursor.execute("RESET ROLE")
     assert _counts() == before
+
+
+def test_a_teardown_the_emptying_cannot_do_is_left_to_flush(monkeypatch):
+    calls = []
+    monkeypatch.setattr(emptying, "empty_tables", lambda alias: False)
+    monkeypatch.setattr(emptying, "call_command", lambda *args, **kwargs: calls.append(args))
+    emptying._fixture_teardown(TransactionTestCase())
+    assert calls == [("flush",)]
