@@ -235,7 +235,8 @@ class RecordingGateway:
                     self.rfile = kept
 
         self.server = _QuietServer(("127.0.0.1", 0), Recording)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # stop() waits for serve_forever's next poll (0.5 s by default)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
 
     @property

@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def sink():
     server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(path="/sms", token=TOKEN))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for serve_forever's next poll: 0.5 s by default, at every teardown
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/sms"
     server.shutdown()
