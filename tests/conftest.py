@@ -21,7 +21,8 @@ def pytest_configure(config):
 
 @pytest.fixture(autouse=True)
 def _reference_data(request):
-    """Stages and groups come from a migration; the end of a transactional test removes them.
+    """Stages and groups come from a migration; a `flush` removes them (tests/emptying.py puts
+    them back itself).
     Every test that reaches the database gets them back, whether it asks through the marker or
     through a fixture (`db`, `transactional_db`, `live_server`), whatever ran before it."""
     marker = request.node.get_closest_marker("django_db")
