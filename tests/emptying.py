@@ -5,7 +5,7 @@ Django's `TransactionTestCase` (pytest-django's `transactional_db`, `live_server
 `django_db(transaction=True)`) ends each test with `manage.py flush`: one TRUNCATE of every
 table, then the `post_migrate` signal re-creating the content types and permissions it has just
 removed. On this project's 53 tables that took 0.3–0.5 s per test, about a tenth of the whole
-suite; the DELETEs below take about 10 ms for the same end state:
+suite. The DELETEs below take about 10 ms and leave the tables as the migrations left them:
 
 - every table of the installed models is emptied, as by `flush`, except the three whose rows
   come from the code and never from a test (`KEPT`): the migrations' record, the content types
@@ -15,12 +15,11 @@ suite; the DELETEs below take about 10 ms for the same end state:
   nor the project's own guards (the append-only audit trail refuses a DELETE, as it should
   everywhere else). That setting takes a superuser (`make test` connects as `postgres`);
   without one the test ends with Django's `flush` as before;
-- sequences go on counting, as after `flush` without `reset_sequences`.
-
 - the reference data (the stages, the groups and their permissions: `events.reference_data`)
   is put back in the same transaction, from a copy taken once per run of what
   `reference_data.ensure()` creates on emptied tables: `ensure()` rebuilt it at the start of
-  every test after a transactional one, about 80 ms each time, and now finds it there.
+  every test after a transactional one, about 80 ms each time, and now finds it there;
+- sequences go on counting, as after `flush` without `reset_sequences`.
 
 Tests that ask for more than this (`available_apps`, `serialized_rollback`) keep Django's own
 teardown. After a `flush` the stages and groups come back at the next test's start
