@@ -6,11 +6,14 @@ seat decision of an event (spec.md §3 rule 2).
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import cache
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection
 from django.db.transaction import TransactionManagementError
 
 from events.models import (
@@ -18,14 +21,13 @@ from events.models import (
     IntervalType,
     Mail,
     Question,
-    QuestionChoice,
     Registration,
-    Stage,
     Ticket,
     WaitlistEntry,
     WaitlistState,
 )
-from events.services import pipeline, rows
+from events.services import rows
+from events.services.dberrors import guard_refusal
 
 
 def lock_events(event_ids: Iterable[int]) -> dict[int, Event]:
@@ -54,7 +56,10 @@ def _lock_sql() -> dict[str, str]:
             SELECT EXISTS (SELECT 1 FROM {entry} w
                             WHERE w.event_id = %s AND w.state = '{WaitlistState.WAITING.value}')
         """,  # noqa: S608
-        "event": _booking_sql()["lock"],  # the booking's own lock: one prepared statement
+        "event": f"""
+            SELECT {rows.columns(Event, "e")} FROM {Event._meta.db_table} e
+             WHERE e.id = %s FOR UPDATE OF e
+        """,  # noqa: S608
         "registration": f"""
             SELECT {rows.columns(Registration, "r")}, {rows.columns(Ticket, "t")}
               FROM {registration} r LEFT JOIN {ticket} t ON t.id = r.ticket_id
@@ -85,100 +90,151 @@ def lock_event(event_id: int) -> Event:
     return event
 
 
-# --- the booking's reads (registrations.register) --------------------------------------------
+# --- the booking's inputs and its lock (registrations.register) -----------------------------
 #
-# One round trip, two statements: the Event row lock, then one statement that sees what was
-# committed up to the moment the lock was granted (READ COMMITTED takes a snapshot per
-# statement): the stage's pipe_end, whether the event has tickets, its active questions with
-# their choice ids and its after_sub schedulers (as JSON, usually empty), and n fresh
-# registration ids; plus the requested ticket when there is one. Plain SQL: the ORM spends
-# more CPU compiling these statements than PostgreSQL spends running them.
+# A booking is one statement (registrations.register): it decides on its inputs as read
+# earlier, and its first CTE takes the Event row lock and checks, under it, that those inputs
+# are still what is committed (`events_booking_lock`, migration 0013). The inputs are one JSON
+# document made by the database itself (`events_booking_inputs`): the event row, its stage's
+# pipe_end, whether it has tickets, the requested ticket, the active questions with their choice
+# ids, the after_sub schedulers' deciding columns; the digest is its md5. Each thread keeps the
+# inputs it read last per (event, ticket), so a booking usually reads nothing first.
 
 
 @dataclass
 class BookingReads:
-    """What a booking decides on, read under the Event row lock."""
+    """What a booking decides on."""
 
-    event: Event  # locked; `has_tickets` and `stage_pipe_end` set
-    ticket: Ticket | None  # the requested ticket as committed now; None: none asked or gone
+    event: Event  # `has_tickets` and `stage_pipe_end` set
+    ticket: Ticket | None  # the requested ticket; None: none asked or gone
     questions: dict[int, Question]  # active, in display order
     choices: dict[int, set[int]]  # question id -> its choice ids
-    after_sub: list[Mail]  # the event's after_sub schedulers
-    ids: list[int]  # primary keys drawn for the new registrations
+    after_sub: list[Mail]  # the event's after_sub schedulers (their deciding columns only)
+    digest: str  # md5 of the inputs document these were made from
 
 
 # The registration ids' sequence (PostgreSQL names an identity column's sequence
 # <table>_<column>_seq; tests/events/test_registrations.py checks it against
-# pg_get_serial_sequence). A constant regclass is resolved once when the statement is prepared;
-# pg_get_serial_sequence would look it up in the catalogs on every booking.
+# pg_get_serial_sequence). `events_booking_lock` draws from it by this name.
 REGISTRATION_SEQUENCE = f"{Registration._meta.db_table}_id_seq"
 
+# The after_sub scheduler columns a booking decides on (scheduler.registrations_opened), the
+# ones `events_booking_inputs` puts in the document; the others are left deferred on the
+# instances (a read of one would cost a query, never a stale value).
+AFTER_SUB_COLUMNS = ("id", "interval_nbr", "interval_unit", "created_at", "include_existing")
 
-@cache
-def _booking_sql() -> dict[str, str]:
-    event, ticket, question, choice, mail, stage = (
-        m._meta.db_table for m in (Event, Ticket, Question, QuestionChoice, Mail, Stage)
-    )
-    return {
-        "lock": f"SELECT {rows.columns(Event, 'e')} FROM {event} e WHERE e.id = %s FOR UPDATE OF e",  # noqa: S608
-        "after_lock": f"""
-            SELECT s.pipe_end,
-                   EXISTS (SELECT 1 FROM {ticket} t WHERE t.event_id = e.id),
-                   ARRAY(SELECT nextval('{REGISTRATION_SEQUENCE}'::regclass)
-                           FROM generate_series(1, %s::int)),
-                   (SELECT jsonb_agg(to_jsonb(q) || jsonb_build_object('choice_ids',
-                              ARRAY(SELECT c.id FROM {choice} c WHERE c.question_id = q.id))
-                              ORDER BY q.sequence, q.id)
-                      FROM {question} q WHERE q.event_id = e.id AND q.active),
-                   (SELECT jsonb_agg(to_jsonb(m) ORDER BY m.id)
-                      FROM {mail} m WHERE m.event_id = e.id AND m.interval_type = 'after_sub')
-              FROM {event} e JOIN {stage} s ON s.id = e.stage_id
-             WHERE e.id = %s
-        """,  # noqa: S608
-        "ticket": f"SELECT {rows.columns(Ticket, 't')} FROM {ticket} t WHERE t.id = %s",  # noqa: S608
-    }  # S608: built from constants (table and column names from model meta); values are params
+_AFTER_SUB_FIELDS = {f.attname: f for f in Mail._meta.concrete_fields}
+_INPUTS_SQL = "SELECT i::text, md5(i::text) FROM events_booking_inputs(%s, %s) AS i"
+_LOCK_SQL = f"SELECT id FROM {Event._meta.db_table} WHERE id = %s FOR UPDATE"  # noqa: S608
+_KEPT = 256  # (event, ticket) pairs a thread keeps the inputs of
+_kept = threading.local()
 
 
-def read_for_booking(
-    event_id: int, *, ticket_id: int | None, count: int, pipe: pipeline.Pipeline
+def booking_inputs(
+    event_id: int, ticket_id: int | None, *, fresh: bool = False, lock: bool = False
 ) -> BookingReads:
-    """Lock the Event row and read what the booking decides on, in one round trip of `pipe`.
+    """The inputs of a booking of `event_id` (with `ticket_id`), as this thread read them last,
+    or read now (one round trip) when it has none or `fresh`. `lock`: read them under the
+    Event row lock, taken first in the caller's transaction (an atomic block; BEGIN travels
+    with it when nothing was sent in that block yet): a booking that must not be refused as
+    stale. Raises Event.DoesNotExist when there is no such event."""
+    key = (event_id, ticket_id)
+    kept: dict = getattr(_kept, "inputs", None) or {}
+    if not (fresh or lock) and key in kept:
+        return _reads(*kept[key])
+    statements = [(_INPUTS_SQL, [event_id, ticket_id])]
+    if lock:
+        _require_transaction()
+        statements.insert(0, (_LOCK_SQL, [event_id]))
+        found = rows.fetch_many(statements, own_transaction=True)[-1]
+    else:
+        found = rows.fetch(*statements[0])
+    document, digest = found[0] if found else (None, None)
+    if document is None:
+        kept.pop(key, None)
+        raise Event.DoesNotExist(f"Event {event_id} does not exist.")
+    if len(kept) >= _KEPT:
+        kept.clear()
+    kept[key] = entry = _parsed(document, digest)
+    _kept.inputs = kept
+    return _reads(*entry)
 
-    The lock comes first; every other read is a later statement, so a ticket, question or
-    scheduler committed while this booking waited for the lock is seen (their verbs take the
-    same lock). Seat counters are not read here: the booking decides on the values its own
-    increment returns (seats.Reservation). The registration ids are drawn here too, under the
-    lock: per event they then grow in commit order, which the scheduler's cursor walks rely on
-    (passes._walk, Mail.last_registration_id)."""
-    sql = _booking_sql()
-    lock, after_lock = pipeline.cursor(), pipeline.cursor()
-    fresh = pipeline.cursor() if ticket_id is not None else None
-    try:
-        lock.execute(sql["lock"], [event_id])
-        after_lock.execute(sql["after_lock"], [count, event_id])
-        if fresh is not None:
-            fresh.execute(sql["ticket"], [ticket_id])
-        pipe.sync()
-        events = rows.load(Event, lock)
-        if not events:
-            raise Event.DoesNotExist(f"Event {event_id} does not exist.")
-        event = events[0]
-        event.stage_pipe_end, event.has_tickets, ids, questions, after_sub = after_lock.fetchone()
-        tickets = rows.load(Ticket, fresh) if fresh is not None else []
-    finally:
-        for cursor in (lock, after_lock, fresh):
-            if cursor is not None:
-                cursor.close()
-    questions, after_sub = rows.json_value(questions), rows.json_value(after_sub)
-    question_rows = rows.from_json(Question, questions)
-    return BookingReads(
-        event=event,
-        ticket=tickets[0] if tickets else None,
-        questions={q.pk: q for q in question_rows},
-        choices={q["id"]: set(q["choice_ids"]) for q in questions or ()},
-        after_sub=rows.from_json(Mail, after_sub),
-        ids=list(ids),
+
+def forget_booking_inputs(event_id: int, ticket_id: int | None) -> None:
+    """Drop this thread's inputs of the pair (the booking found them stale)."""
+    kept = getattr(_kept, "inputs", None)
+    if kept is not None:
+        kept.pop((event_id, ticket_id), None)
+
+
+def _parsed(document: str, digest: str) -> tuple:
+    """The inputs document as what `_reads` builds a booking's instances from: the event's and
+    the ticket's field values (each through its field's `to_python`), the questions and the
+    after_sub schedulers as instances (shared by the bookings that use this entry; never
+    handed out), the choices, the digest."""
+    event, pipe_end, has_tickets, ticket, questions, after_sub = json.loads(
+        document, parse_float=Decimal
     )
+    questions = questions or []
+    return (
+        _values(Event, event),
+        pipe_end,
+        has_tickets,
+        _values(Ticket, ticket) if ticket is not None else None,
+        {q.pk: q for q in rows.from_json(Question, questions)},
+        {q["id"]: frozenset(q["choice_ids"]) for q in questions},
+        [
+            Mail.from_db(
+                DEFAULT_DB_ALIAS,
+                list(AFTER_SUB_COLUMNS),
+                [_AFTER_SUB_FIELDS[name].to_python(m[name]) for name in AFTER_SUB_COLUMNS],
+            )
+            for m in after_sub or ()
+        ],
+        digest,
+    )
+
+
+def _values(model, document: dict) -> tuple[list[str], list]:
+    fields = model._meta.concrete_fields
+    return [f.attname for f in fields], [f.to_python(document[f.column]) for f in fields]
+
+
+def _reads(event, pipe_end, has_tickets, ticket, questions, choices, after_sub, digest):
+    """A booking's own Event and Ticket instances (it hands them out on its registrations)
+    from a kept entry."""
+    locked = Event.from_db(DEFAULT_DB_ALIAS, *event)
+    locked.stage_pipe_end, locked.has_tickets = pipe_end, has_tickets
+    return BookingReads(
+        event=locked,
+        ticket=Ticket.from_db(DEFAULT_DB_ALIAS, *ticket) if ticket is not None else None,
+        questions=questions,
+        choices=choices,
+        after_sub=after_sub,
+        digest=digest,
+    )
+
+
+def booking_lock(reads: BookingReads, ticket_id: int | None, count: int) -> rows.Rider:
+    """The booking statement's first CTE (a leading rider, rows.BOOKING_CTE): the Event row
+    lock, the check that `reads` are what is committed once it is granted, and `count`
+    registration ids drawn under it (`rows.Drawn` refers to them; the rider's answer is their
+    array). A stale check fails the statement: `is_stale` tells that error."""
+    return rows.Rider(
+        ctes=(
+            f"{rows.BOOKING_CTE} AS MATERIALIZED ("
+            "SELECT events_booking_lock(%s, %s, %s, %s) AS ids)"
+        ),
+        params=[reads.event.pk, ticket_id, reads.digest, count],
+        counted=rows.BOOKING_CTE,
+        column=f"(SELECT ids FROM {rows.BOOKING_CTE})",  # noqa: S608 — a constant name
+        leading=True,
+    )
+
+
+def is_stale(exc: DatabaseError) -> bool:
+    """Whether the database error is the booking lock's refusal of stale inputs."""
+    return guard_refusal(exc)[0] == "events_booking_stale"
 
 
 def lock_event_and_registration(event_id: int, registration_id: int) -> tuple[Event, Registration]:

@@ -1,10 +1,11 @@
 """psycopg's pipeline mode on Django's connection, for the booking (bench B1).
 
 In pipeline mode a statement is sent without waiting for its answer; the answers of everything
-sent come back together at the next sync (or when the block ends). The booking uses it to send
-its reads under the Event lock as one round trip and its writes as another
-(registrations.register). Every statement still runs in order, in the caller's transaction:
-pipelining changes when the client waits, not what the server does.
+sent come back together at the next sync (or when the block ends). Transitions use it to send
+BEGIN with their locks as one round trip and their writes with COMMIT as another
+(registrations._transition); the booking, one statement, runs it as the whole transaction
+instead (`lone_statement`, registrations.register). Every statement still runs in order, in
+the caller's transaction: pipelining changes when the client waits, not what the server does.
 
 - `pipelined()` wraps psycopg's `Connection.pipeline()`; errors raised at a sync or at the
   block's end (a unique or foreign-key violation of a queued INSERT) come out as Django's
@@ -246,6 +247,34 @@ def pipelined(*, own_transaction: bool = False) -> Iterator[Pipeline]:
             _autocommit_off_in_transaction(raw)
     if failure is not None:
         raise failure
+
+
+@contextmanager
+def lone_statement() -> Iterator[bool]:
+    """Inside an outermost `transaction.atomic()` block that has sent nothing yet (as
+    `pipelined(own_transaction=True)` would own it): the one statement executed inside this
+    block is the whole transaction — psycopg runs it in autocommit, so PostgreSQL makes it its
+    own transaction, with no BEGIN or COMMIT to send or wait for (the booking: one round trip,
+    registrations.register). The atomic block still ends it as usual: its commit is a no-op
+    then, and its on_commit callbacks run. Yields whether it took the block over; anywhere
+    else (a savepoint, a transaction under way or managed by hand) it changes nothing and
+    yields False. Only one statement may be executed inside: a second would be a transaction
+    of its own."""
+    wrapper = connections[DEFAULT_DB_ALIAS]
+    wrapper.ensure_connection()
+    raw = wrapper.connection
+    owned = (
+        _may_own_transaction(wrapper, raw)
+        and raw.info.transaction_status == pq.TransactionStatus.IDLE
+    )
+    if owned:
+        raw.autocommit = True
+    try:
+        with wrapper.wrap_database_errors:
+            yield owned
+    finally:
+        if owned and not raw.closed:
+            raw.autocommit = False
 
 
 def _autocommit_off_in_transaction(raw) -> bool:

@@ -7,30 +7,32 @@ Invariants:
   then decide, then write); a request for n attendees succeeds or fails whole;
 - every verb writes its audit rows in the same transaction; side effects run after commit.
 
-The booking (`register`) waits for PostgreSQL twice, whatever the number of attendees
-(psycopg pipeline mode, events.services.pipeline; counted on the wire by
-tests/probes/test_round_trips.py):
-1. BEGIN, the Event row lock and, in later statements of the same round trip, what the decision
-   needs as committed once the lock is granted: flags, stage, ticket, questions, after_sub
-   schedulers, the new registrations' ids (locks.read_for_booking);
-2. every write as one statement — the seat increment (an upsert returning the counters it
-   produced, and checking every limit against them: seats.send_reserve) with the
-   registrations, answers and audit rows, and the overlays' riding hooks (events.hooks), as
-   data-modifying CTEs — plus the after_sub rows and the other hooks, then COMMIT, sent
-   together. A refusal (a limit exceeded, a unique
-   barcode taken) fails its statement: PostgreSQL then skips the COMMIT queued behind it and
-   the atomic block rolls the transaction back (a third round trip, ROLLBACK); the seat
-   guard's refusal comes out as `SeatsUnavailable`.
+The booking (`register`) is one statement, which PostgreSQL runs as its own transaction: one
+wait for the server whatever the number of attendees (pipeline.lone_statement; counted on the
+wire by tests/probes/test_round_trips.py):
+1. it decides on the event's inputs — flags, stage, ticket, questions, after_sub schedulers —
+   as this thread read them last (locks.booking_inputs; read first when it has none);
+2. it sends every write as one statement: its first CTE takes the Event row lock and confirms
+   that those inputs are what is committed now (locks.booking_lock), and draws the new
+   registrations' ids under the lock; the registrations, answers, audit and after_sub rows
+   (which carry those ids: rows.Drawn), the overlays' riding hooks (events.hooks) and the seat
+   increment (an upsert returning the counters it produced and checking every limit against
+   them: seats.send_reserve) follow as CTEs that wait for it. A refusal (a limit exceeded, a
+   unique barcode taken) fails the statement, which writes nothing; the seat guard's refusal
+   comes out as `SeatsUnavailable`;
+3. inputs the lock did not confirm (edited since the thread read them) fail the statement too:
+   the booking then reads them under the lock, in a transaction, decides on them and sends the
+   statement again (docs/spec.md, register P12).
 Inside a caller's transaction the atomic block is a savepoint (SAVEPOINT and RELEASE cost a
 round trip each; `savepoint=False` spares both to callers whose whole block fails with the
-booking), BEGIN and COMMIT are the caller's, and the writes take a round trip of their own.
+booking, whose inputs are then read under the lock first).
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import cache
 from typing import Any
 
@@ -275,11 +277,14 @@ def register(
 
     An attendee is a mapping with name, email, phone, company_name and answers
     ({question_id: text | choice_id}). `contact_sources` (one per attendee, default
-    "attendee") marks rows whose details came from the host partner. The ticket is read again
-    under the Event row lock (its limit is the one booked against). `recheck(event, ticket)`
-    runs under that lock, with the locked event and that fresh ticket, before the answers and
-    seats are decided: the caller's own gates on what can change meanwhile (the public intake
-    re-checks stage, end date and sale window there); it refuses by raising a DomainError.
+    "attendee") marks rows whose details came from the host partner. The ticket is taken from
+    the booking's inputs, which the statement confirms under the Event row lock (its limit is
+    the one booked against). `recheck(event, ticket)` runs with the inputs' event and ticket,
+    before the answers and seats are decided: the caller's own gates on what can change
+    meanwhile (the public intake re-checks stage, end date and sale window there); it refuses
+    by raising a DomainError. Nothing is written unless the lock confirms those inputs; when it
+    does not, the booking decides again on inputs read under the lock, `recheck` included (so
+    it may run twice).
 
     `savepoint=False`, inside a caller's transaction: no savepoint of its own (SAVEPOINT and
     RELEASE are a round trip each). For callers whose whole block fails with the booking (a
@@ -335,11 +340,36 @@ def is_barcode_collision(exc: IntegrityError) -> bool:
     return "barcode" in violated_constraint(exc)
 
 
-def _register(
-    event_id: int,
+def _register(event_id: int, *, ticket: Ticket | None, savepoint: bool, **request: Any):
+    """The booking, as one statement; its inputs as this thread read them last, checked under
+    the lock by the statement itself. Stale inputs: read again, under the lock this time, and
+    book once more (module docstring)."""
+    ticket_id = ticket.pk if ticket is not None else None
+    # Inside a caller's transaction with no savepoint (an atomic block, or one managed by hand)
+    # a stale refusal could not be retried: the inputs are read under the lock there, first.
+    lock = savepoint is False and (connection.in_atomic_block or not connection.get_autocommit())
+    while True:
+        # Kept, or read now — before the atomic block, so that the booking statement can still
+        # be the block's only one (one round trip, pipeline.lone_statement).
+        reads = None if lock else locks.booking_inputs(event_id, ticket_id)
+        try:
+            with transaction.atomic(savepoint=savepoint):
+                if reads is None:
+                    reads = locks.booking_inputs(event_id, ticket_id, lock=True)
+                return _book(reads, ticket_id=ticket_id, alone=not lock, **request)
+        except DatabaseError as exc:
+            if lock or not locks.is_stale(exc):
+                raise
+            locks.forget_booking_inputs(event_id, ticket_id)
+            lock = True  # under the lock the inputs cannot be stale
+
+
+def _book(
+    reads: locks.BookingReads,
     *,
+    ticket_id: int | None,
+    alone: bool,
     attendees: Sequence[Mapping[str, Any]],
-    ticket: Ticket | None,
     slot: Slot | None,
     state: str,
     partner_ref: str,
@@ -352,135 +382,118 @@ def _register(
     held_seats: int,
     actor: Any,
     now,
-    savepoint: bool,
 ) -> list[Registration]:
-    # The booking in two round trips, whatever the number of attendees (module docstring):
-    # BEGIN with the lock and the reads under it; the writes with COMMIT.
-    sent: Any = None
-    riders: list[sql_rows.Rider] = []
-    with transaction.atomic(savepoint=savepoint):
-        try:
-            with pipeline.pipelined(own_transaction=True) as pipe:
-                reads = locks.read_for_booking(
-                    event_id,
-                    ticket_id=ticket.pk if ticket is not None else None,
-                    count=len(attendees),
-                    pipe=pipe,
-                )
-                event = reads.event
-                if state == S.OPEN and event.kanban_state == KanbanState.CANCEL:
-                    raise RegistrationsClosed("The event is cancelled.", reason="cancelled")
-                # The ticket as committed now (its limit, sale window and price may have changed
-                # since the caller read it; ticket edits take this same lock).
-                fresh: Ticket | _Unknown | None = None
-                if ticket is not None:
-                    fresh = reads.ticket or UNKNOWN
-                ticket, slot = check_pair(
-                    event=event, has_tickets=event.has_tickets, ticket=fresh, slot=slot
-                )
-                if recheck is not None:
-                    recheck(event, ticket)
-                questions = reads.questions
-                answers = [
-                    clean_answers(
-                        questions=questions,
-                        choices=reads.choices,
-                        raw=a.get("answers"),
-                        attendee=index,
-                        country=event.country,
-                    )
-                    for index, a in enumerate(attendees)
-                ]
-                _copy_once_per_order(questions, answers)
-                sources = list(contact_sources or [ContactSource.ATTENDEE] * len(attendees))
+    """Decide on `reads`, then send the booking statement (inside the caller's atomic block;
+    `alone`: as the block's only statement, when it may be: one round trip)."""
+    event = reads.event
+    if state == S.OPEN and event.kanban_state == KanbanState.CANCEL:
+        raise RegistrationsClosed("The event is cancelled.", reason="cancelled")
+    # The ticket as the inputs hold it (its limit, sale window and price may have changed since
+    # the caller read it; the lock checks that these are still the committed ones).
+    fresh: Ticket | _Unknown | None = None
+    if ticket_id is not None:
+        fresh = reads.ticket or UNKNOWN
+    ticket, slot = check_pair(event=event, has_tickets=event.has_tickets, ticket=fresh, slot=slot)
+    if recheck is not None:
+        recheck(event, ticket)
+    questions = reads.questions
+    answers = [
+        clean_answers(
+            questions=questions,
+            choices=reads.choices,
+            raw=a.get("answers"),
+            attendee=index,
+            country=event.country,
+        )
+        for index, a in enumerate(attendees)
+    ]
+    _copy_once_per_order(questions, answers)
+    sources = list(contact_sources or [ContactSource.ATTENDEE] * len(attendees))
 
-                rows = []
-                for index, attendee in enumerate(attendees):
-                    fields = _contact_fields(event, index, attendee, questions, answers[index])
-                    rows.append(
-                        Registration(
-                            pk=reads.ids[index],
-                            event=event,
-                            ticket=ticket,
-                            slot=slot,
-                            state=state,
-                            barcode=new_barcode(),
-                            partner_ref=partner_ref,
-                            contact_source=sources[index],
-                            sale_order_ref=sale_order_ref,
-                            sale_order_line_ref=sale_order_line_ref,
-                            sale_status=sale_status,
-                            utm_source=utm.get("source", "") or "",
-                            utm_medium=utm.get("medium", "") or "",
-                            utm_campaign=utm.get("campaign", "") or "",
-                            confirmed_at=now if state == S.OPEN else None,
-                            **fields,
-                        )
-                    )
+    rows = []
+    for index, attendee in enumerate(attendees):
+        fields = _contact_fields(event, index, attendee, questions, answers[index])
+        rows.append(
+            Registration(
+                pk=sql_rows.Drawn(index + 1),  # type: ignore[misc]  # drawn under the lock
+                event=event,
+                ticket=ticket,
+                slot=slot,
+                state=state,
+                barcode=new_barcode(),
+                partner_ref=partner_ref,
+                contact_source=sources[index],
+                sale_order_ref=sale_order_ref,
+                sale_order_line_ref=sale_order_line_ref,
+                sale_status=sale_status,
+                utm_source=utm.get("source", "") or "",
+                utm_medium=utm.get("medium", "") or "",
+                utm_campaign=utm.get("campaign", "") or "",
+                confirmed_at=now if state == S.OPEN else None,
+                **fields,
+            )
+        )
 
-                # The writes, as one statement (the seat increment with the inserts as CTEs); the
-                # block's end waits for its answer.
-                writes = [sql_rows.insert_statement(rows)]
-                answer_rows = [
-                    RegistrationAnswer(
-                        registration=row,
-                        question_id=question_id,
-                        choice_id=value if isinstance(value, int) else None,
-                        text_value=None if isinstance(value, int) else value,
-                    )
-                    for row, row_answers in zip(rows, answers, strict=True)
-                    for question_id, value in row_answers.items()
-                ]
-                if answer_rows:
-                    writes.append(sql_rows.insert_statement(answer_rows))
-                audit_rows = [
-                    audit.entry(
-                        actor=actor,
-                        verb="registration.created",
-                        registration=row,
-                        data={
-                            "state": row.state,
-                            "ticket": row.ticket_id,
-                            "slot": row.slot_id,
-                            "order": row.sale_order_ref,
-                        },
-                    )
-                    for row in rows
-                ]
-                writes.append(sql_rows.insert_statement(audit_rows))
-                # Overlays' hooks that only write ride in the same statement (events.hooks).
-                riders, other_hooks = hooks.ride(hooks.registrations_changed, rows, actor)
-                if state == S.OPEN:
-                    sent = seats.send_reserve(
-                        event=event,
-                        slot_id=slot.pk if slot is not None else None,
-                        ticket=ticket,
-                        count=len(rows),
-                        from_held=held_seats,
-                        together_with=writes,
-                        riders=riders,
-                    )
-                else:
-                    sent = sql_rows.send(writes, riders)
-                if state == S.OPEN and reads.after_sub:
-                    scheduler.registrations_opened(
-                        event=event, registrations=rows, now=now, schedulers=reads.after_sub
-                    )
-                hooks.run(other_hooks, rows, actor)
-                # Last: COMMIT (when the pipeline opened the transaction) runs only if every
-                # statement before it succeeded — the seat guard's refusal included.
-                pipe.commit()
-        except DatabaseError as exc:
-            # The limits were decided by the increment's own statement (seats.send_reserve);
-            # its refusal surfaces at the sync as a database error.
-            refusal = sent.refusal(exc) if isinstance(sent, seats.Reservation) else None
-            if refusal is None:
-                raise
-            raise refusal from exc
-        if isinstance(sent, seats.Reservation):
-            sent.check()  # the counters it produced (the check itself ran in the statement)
+    # Every write as one statement: the lock first (a leading rider), the registrations, their
+    # answers, audit and after_sub rows and the overlays' riders as CTEs, the seat increment
+    # with its guard last.
+    writes = [sql_rows.insert_statement(rows)]
+    answer_rows = [
+        RegistrationAnswer(
+            registration=row,
+            question_id=question_id,
+            choice_id=value if isinstance(value, int) else None,
+            text_value=None if isinstance(value, int) else value,
+        )
+        for row, row_answers in zip(rows, answers, strict=True)
+        for question_id, value in row_answers.items()
+    ]
+    if answer_rows:
+        writes.append(sql_rows.insert_statement(answer_rows))
+    audit_rows = [
+        audit.entry(
+            actor=actor,
+            verb="registration.created",
+            registration=row,
+            data={
+                "state": row.state,
+                "ticket": row.ticket_id,
+                "slot": row.slot_id,
+                "order": row.sale_order_ref,
+            },
+        )
+        for row in rows
+    ]
+    writes.append(sql_rows.insert_statement(audit_rows))
+    if state == S.OPEN and reads.after_sub:
+        mail_rows = scheduler.after_sub_rows(
+            registrations=rows, now=now, schedulers=reads.after_sub
+        )
+        if mail_rows:
+            writes.append(sql_rows.insert_statement(mail_rows))
+            scheduler.arm_after_sub(mail_rows, now=now)
+    lock = locks.booking_lock(reads, ticket_id, len(rows))
+    riders, other_hooks = hooks.ride(hooks.registrations_changed, rows, actor)
+    riders = [lock, *riders]
+    # A hook that is not a rider runs its own statements after the booking's, in its
+    # transaction: then the statement cannot be the transaction.
+    with pipeline.lone_statement() if alone and not other_hooks else nullcontext():
+        if state == S.OPEN:
+            seats.send_reserve(
+                event=event,
+                slot_id=slot.pk if slot is not None else None,
+                ticket=ticket,
+                count=len(rows),
+                from_held=held_seats,
+                together_with=writes,
+                riders=riders,
+                after=sql_rows.BOOKING_CTE,
+            ).check()
         else:
-            sql_rows.close_reading_riders(sent, riders)
+            sql_rows.close_reading_riders(sql_rows.send(writes, riders), riders)
+    for row, pk in zip(rows, lock.answer, strict=True):
+        row.pk = pk
+    hooks.run(other_hooks, rows, actor)
     return rows
 
 

@@ -1,11 +1,12 @@
 """Plain statements for the booking's hot path (bench B1), beside the ORM.
 
 - `insert_statement(instances)` is one multi-row INSERT (sql, params) with no RETURNING: the
-  caller already knows every primary key it needs (the booking draws its registration ids in
-  its first round trip, `locks.read_for_booking`). Each value goes through the field's
-  `pre_save` (auto_now, auto_now_add) and `get_db_prep_save`, as the ORM's own INSERT does, so
-  a field added to a model is written here too; the SQL text is cached per (model, with pk,
-  row count), the per-field plan per (model, with pk). Two shortcuts: a value psycopg writes
+  caller knows every primary key it needs, or writes a `Drawn` one (the booking's new
+  registrations, whose ids its statement draws under the Event lock and returns). Each value
+  goes through the field's `pre_save` (auto_now, auto_now_add) and `get_db_prep_save`, as the
+  ORM's own INSERT does, so a field added to a model is written here too; the SQL text is
+  cached per (model, with pk, row count, drawn columns), the per-field plan per (model, with
+  pk). Two shortcuts: a value psycopg writes
   as it is (`_PLAIN`) skips the conversion (same result), and a DateTimeField's auto_now /
   auto_now_add takes one instant per statement, set on the instances as `pre_save` does
   (where the ORM takes one per field and row, microseconds apart).
@@ -16,7 +17,7 @@
   WITH; the last may (its CTEs follow the others: the seat guard, seats._guarded).
 - a `Rider` is another module's statement travelling inside that one statement: its
   data-modifying CTEs join the WITH list, and the statement's answer carries the number of rows
-  the rider's `counted` CTE returned (`Rider.count`, set once the answer is read). An overlay's
+  the rider's `counted` CTE returned (`Rider.answer`, set once the answer is read). An overlay's
   hook rides in the booking's write statement that way (events.hooks.RidingHook) instead of
   costing a statement of its own (client work and a server round of parse, bind and execute).
 - `attach(instance, name, related)` caches a joined row as a foreign key's value.
@@ -53,32 +54,66 @@ M = TypeVar("M", bound=models.Model)
 Statement = tuple[str, list[Any]]
 
 
+# The booking statement's first CTE (registrations.register, locks.booking_lock): one row whose
+# `ids` are the registration ids it drew under the Event lock.
+BOOKING_CTE = "events_booking"
+
+
+@dataclass(frozen=True, order=True)
+class Drawn:
+    """A registration id the booking statement draws under the Event lock: the `index`-th
+    (from 1, ascending) of its first CTE's `ids`. It stands where the id goes (a new
+    Registration's pk, a row's registration_id) until the statement's answer gives the real
+    one; `insert_statement` writes it as `sql` (a scalar subquery on that CTE), which also makes
+    the row wait for the lock: PostgreSQL runs a statement's CTEs in no set order, and a part
+    that refers to none of the lock's output could run before it."""
+
+    index: int
+
+    sql = f"(SELECT b.ids[%s::int] FROM {BOOKING_CTE} b)"  # noqa: S608 — a constant name
+
+    def statement(self, offset: int = 0) -> Statement:
+        """This id (plus `offset`) as an SQL expression with its parameters."""
+        if offset:
+            return f"({self.sql} + %s)", [self.index, offset]
+        return self.sql, [self.index]
+
+
 @dataclass
 class Rider:
     """Statements joined to another statement: `ctes` is one or more `name AS (…)` (names the
     rider's owner prefixes, so they never meet the host's), with their `params` in textual
-    order; `counted` names the CTE whose returned rows the host statement counts. `count` is
-    that number once the host's answer was read (`read_riders`), None before (or when the host
-    statement never ran to the end)."""
+    order. The host's answer row ends with one column per rider: `column`, a select-list
+    expression over its CTEs, by default the number of rows its `counted` CTE returned.
+    `answer` is that column's value once the host's answer was read (`read_riders`), None
+    before (or when the host statement never ran to the end). A `leading` rider's CTEs come
+    first in the WITH list, before the host's own, so that they may refer to it (the booking's
+    lock, registrations.register); the others' come after them."""
 
     ctes: str
     params: list[Any]
     counted: str
-    count: int | None = None
+    answer: Any = None
+    column: str = ""
+    leading: bool = False
 
     def __post_init__(self) -> None:
         if not self.counted.isidentifier():
             raise ValueError(f"a rider counts a CTE by its name, not {self.counted!r}")
 
+    @property
+    def select(self) -> str:
+        # S608: `counted` is a CTE name the rider's owner chose in code (an identifier, checked).
+        return self.column or f"(SELECT count(*) FROM {self.counted})"  # noqa: S608
+
 
 def rider_columns(riders: Sequence[Rider]) -> str:
-    """The select-list items a host query appends last, one count per rider."""
-    # S608: `counted` is a CTE name the rider's owner chose in code (an identifier, checked).
-    return "".join(f", (SELECT count(*) FROM {rider.counted})" for rider in riders)  # noqa: S608
+    """The select-list items a host query appends last, one per rider."""
+    return "".join(f", {rider.select}" for rider in riders)
 
 
 def close_reading_riders(cursor, riders: Sequence[Rider]) -> None:
-    """Close a host statement's cursor whose answer is only its riders' counts (if any),
+    """Close a host statement's cursor whose answer is only its riders' columns (if any),
     reading those first."""
     try:
         if riders:
@@ -88,13 +123,13 @@ def close_reading_riders(cursor, riders: Sequence[Rider]) -> None:
 
 
 def read_riders(answer: Sequence[Any], riders: Sequence[Rider]) -> None:
-    """Set each rider's count from the host's answer row, whose last columns are the riders'
+    """Set each rider's answer from the host's answer row, whose last columns are the riders'
     (`rider_columns`)."""
     if not riders:
         return
-    counts = answer[len(answer) - len(riders) :]
-    for rider, count in zip(riders, counts, strict=True):
-        rider.count = count
+    values = answer[len(answer) - len(riders) :]
+    for rider, value in zip(riders, values, strict=True):
+        rider.answer = value
 
 
 @cache
@@ -103,11 +138,14 @@ def _fields(model: type[models.Model], with_pk: bool) -> tuple[models.Field, ...
 
 
 @cache
-def _insert_sql(model: type[models.Model], with_pk: bool, count: int) -> str:
+def _insert_sql(
+    model: type[models.Model], with_pk: bool, count: int, drawn: frozenset[int] = frozenset()
+) -> str:
     quote = connection.ops.quote_name
     fields = _fields(model, with_pk)
     columns = ", ".join(quote(f.column) for f in fields)
-    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    cells = [Drawn.sql if index in drawn else "%s" for index in range(len(fields))]
+    row = "(" + ", ".join(cells) + ")"
     values = ", ".join([row] * count)
     # Built from constants: names from model meta, a fixed placeholder tuple; values are params.
     return f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES {values}"  # noqa: S608
@@ -154,8 +192,10 @@ def _plan(model: type[models.Model], with_pk: bool) -> tuple[tuple[Any, str, Any
 
 def insert_statement(instances: Sequence[models.Model]) -> Statement:
     """The INSERT of the instances (all of one model). Primary keys: all given (they are
-    written) or all None (the database draws them; the instances keep pk None). The instances
-    count as saved from here on (`_state.adding` False)."""
+    written) or all None (the database draws them; the instances keep pk None). A value that
+    is a `Drawn` id is written as its subquery on the booking statement's first CTE; a column
+    holds one in every row or in none. The instances count as saved from here on
+    (`_state.adding` False)."""
     if not instances:
         raise ValueError("insert_statement() needs at least one instance")
     model = type(instances[0])
@@ -164,38 +204,46 @@ def insert_statement(instances: Sequence[models.Model]) -> Statement:
     plain = _plan(model, with_pk)
     now: datetime | None = None
     params: list[Any] = []
-    for obj in instances:
+    drawn: set[int] = set()
+    for row_index, obj in enumerate(instances):
         if type(obj) is not model or (obj.pk is not None) != with_pk:
             raise TypeError("insert takes instances of one model, all with or all without pk")
         values = obj.__dict__
-        for field, attname, python_type in plain:
-            value: Any
-            if python_type is NOW:
+        for column, (field, attname, python_type) in enumerate(plain):
+            value: Any = values.get(attname)
+            if type(value) is Drawn:
+                value = value.index
+                if not row_index:
+                    drawn.add(column)
+                elif column not in drawn:
+                    raise TypeError(f"{attname}: a drawn id in some rows only")
+            elif column in drawn:
+                raise TypeError(f"{attname}: a drawn id in some rows only")
+            elif python_type is NOW:
                 now = now or timezone.now()
                 values[attname] = value = now
-            else:
-                value = values.get(attname)
-                if python_type is None or (
-                    value is not None
-                    and (
-                        type(value) is not python_type
-                        or (isinstance(value, datetime) and value.tzinfo is None)
-                    )
-                ):
-                    wrapper = wrapper or connections[DEFAULT_DB_ALIAS]
-                    value = field.get_db_prep_save(field.pre_save(obj, True), wrapper)
+            elif python_type is None or (
+                value is not None
+                and (
+                    type(value) is not python_type
+                    or (isinstance(value, datetime) and value.tzinfo is None)
+                )
+            ):
+                wrapper = wrapper or connections[DEFAULT_DB_ALIAS]
+                value = field.get_db_prep_save(field.pre_save(obj, True), wrapper)
             params.append(value)
         obj._state.adding = False
         obj._state.db = DEFAULT_DB_ALIAS
-    return _insert_sql(model, with_pk, len(instances)), params
+    return _insert_sql(model, with_pk, len(instances), frozenset(drawn)), params
 
 
 def combined(statements: Sequence[Statement], riders: Sequence[Rider] = ()) -> Statement:
     """One statement running all of them; every one but the last as a data-modifying CTE (a
     last statement with CTEs of its own keeps them, after these), the riders' CTEs after the
-    statements'. With riders, a last statement that is a query must select
-    `rider_columns(riders)` last; any other last statement becomes a CTE too (as do no
-    statements at all), and the statement answers one row of the riders' counts."""
+    statements' (a leading rider's before them: `Rider`). With riders, a last statement that
+    is a query must select `rider_columns(riders)` last; any other last statement becomes a
+    CTE too (as do no statements at all), and the statement answers one row of the riders'
+    columns."""
     if not statements and not riders:
         raise ValueError("combined() needs a statement or a rider")
     before = list(statements)
@@ -210,11 +258,15 @@ def combined(statements: Sequence[Statement], riders: Sequence[Rider] = ()) -> S
         sql, params, first = "SELECT NULL" + rider_columns(riders), [], "SELECT"
     if not before and not riders:
         return sql, params
-    ctes = [f"w{index} AS ({part})" for index, (part, _) in enumerate(before)]
-    ctes += [rider.ctes for rider in riders]
+    leading = [rider for rider in riders if rider.leading]
+    trailing = [rider for rider in riders if not rider.leading]
+    ctes = [rider.ctes for rider in leading]
+    ctes += [f"w{index} AS ({part})" for index, (part, _) in enumerate(before)]
+    ctes += [rider.ctes for rider in trailing]
     params = (
-        [p for _, part_params in before for p in part_params]
-        + [p for rider in riders for p in rider.params]
+        [p for rider in leading for p in rider.params]
+        + [p for _, part_params in before for p in part_params]
+        + [p for rider in trailing for p in rider.params]
         + params
     )
     if first == "WITH":

@@ -378,6 +378,7 @@ def send_reserve(
     from_held: int = 0,
     together_with: Sequence[rows.Statement] = (),
     riders: Sequence[rows.Rider] = (),
+    after: str | None = None,
 ) -> Reservation:
     """Send `reserve`'s statement, its limit check included. Outside pipeline mode it runs
     here and a refusal raises `SeatsUnavailable` here; in pipeline mode the refusal surfaces at
@@ -386,7 +387,9 @@ def send_reserve(
     INSERT statements (`rows.insert_statement`) sent in the same statement as the increment
     (`rows.combined`), so a whole booking's writes are one statement; they are rolled back with
     it on a refusal. `riders` (rows.Rider) travel in that statement too; `check()` sets their
-    counts."""
+    answers. `after`: the name of a CTE of that statement (a leading rider's: the booking's
+    lock) that the ledger change must wait for — its rows join that CTE's, so PostgreSQL runs
+    it first and the ledger rows are locked only once the Event row is."""
     if not 0 <= from_held <= count or (hold and from_held):
         raise ValueError(f"from_held={from_held} of count={count} (hold={hold})")
     ticket_id = ticket.pk if ticket is not None else None
@@ -396,7 +399,9 @@ def send_reserve(
         change = Hold(slot_id, ticket_id, reserved=count, held=-from_held)
     guard = (count, _limits(event, slot_id, ticket))
     with refusals(slot_id, ticket):  # outside pipeline mode the statement runs (and refuses) here
-        pending = _send_apply(event, [change], together_with, guard=guard, riders=riders)
+        pending = _send_apply(
+            event, [change], together_with, guard=guard, riders=riders, after=after
+        )
     return Reservation(event, slot_id, ticket, count, pending)
 
 
@@ -496,6 +501,7 @@ def _send_apply(
     *,
     guard: tuple[int, list[tuple[Key, int]]] | None = None,
     riders: Sequence[rows.Rider] = (),
+    after: str | None = None,
 ) -> _Applied:
     deltas: Counter = Counter()
     for hold in holds:
@@ -516,15 +522,21 @@ def _send_apply(
         # Taking seats: one upsert behind the (event, slot, ticket) NULLS NOT DISTINCT key.
         for (slot_id, ticket_id), reserved, used, held in changes:
             params += [event.pk, slot_id, ticket_id, reserved, used, held]
-        values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(changes))
-        sql = _UPSERT_SQL.format(values=values)
+        if after is None:
+            values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(changes))
+            sql = _UPSERT_SQL.format(values=f"VALUES {values}")
+        else:
+            values = ", ".join(
+                ["(%s::bigint, %s::bigint, %s::bigint, %s::int, %s::int, %s::int)"] * len(changes)
+            )
+            sql = _UPSERT_SQL.format(values=_AFTER_SQL.format(after=after, values=values))
     else:
         # Moving or freeing held seats: the rows exist (they hold them). PostgreSQL checks an
         # INSERT's CHECK constraints before ON CONFLICT, so negative deltas take an UPDATE.
         for (slot_id, ticket_id), reserved, used, held in changes:
             params += [slot_id, ticket_id, reserved, used, held]
         values = ", ".join(["(%s::bigint, %s::bigint, %s::int, %s::int, %s::int)"] * len(changes))
-        sql = _UPDATE_SQL.format(values=values)
+        sql = _UPDATE_SQL.format(values=values, after=f", {after}" if after is not None else "")
         params.append(event.pk)
     if guard is not None:
         sql, params = _guarded(sql, params, len(changes), *guard, riders=riders)
@@ -562,7 +574,7 @@ def _guarded(
 # Built from constants: `values` repeats a fixed placeholder tuple; the values are parameters.
 _UPSERT_SQL = """
     INSERT INTO events_seatledger AS l (event_id, slot_id, ticket_id, reserved, used, held)
-    VALUES {values}
+    {values}
     ON CONFLICT ON CONSTRAINT seat_ledger_key DO UPDATE
        SET reserved = l.reserved + EXCLUDED.reserved, used = l.used + EXCLUDED.used,
            held = l.held + EXCLUDED.held
@@ -571,11 +583,16 @@ _UPSERT_SQL = """
 _UPDATE_SQL = """
     UPDATE events_seatledger AS l
        SET reserved = l.reserved + v.r, used = l.used + v.u, held = l.held + v.h
-      FROM (VALUES {values}) AS v (slot_id, ticket_id, r, u, h)
+      FROM (VALUES {values}) AS v (slot_id, ticket_id, r, u, h){after}
      WHERE l.event_id = %s
        AND l.slot_id IS NOT DISTINCT FROM v.slot_id
        AND l.ticket_id IS NOT DISTINCT FROM v.ticket_id
     RETURNING l.slot_id, l.ticket_id, l.reserved, l.used, l.held
+"""
+# The rows to upsert, after the CTE `after` (its one row joined to each).
+_AFTER_SQL = """
+    SELECT v.* FROM {after},
+           (VALUES {values}) AS v (event_id, slot_id, ticket_id, reserved, used, held)
 """
 _GUARD_SQL = """
     WITH ledger AS ({ledger})

@@ -49,24 +49,17 @@ _REQUEST_RULES = LeadRequest.rules.through._meta.db_table
 # past it unfenced (tests/leads/test_pass.py: test_an_unwritten_request_still_holds_off_…). A
 # pass that skipped a request this way re-arms itself with a short countdown (passes.py), as
 # the booking that locked it nudges nobody.
-# As CTEs (`leads_request<n>` returns the request it wrote, if any), so that the booking can run
-# them inside its own write statement (`ride`); alone, the statement returns how many requests
-# it wrote (0 or 1).
-_ALL_RULES_CTES = f"""
-    leads_request{{n}} AS (
-        INSERT INTO {_REQUEST} AS r
-               (event_id, cursor, lease_holder, fencing_token, error_message, created_at)
-        VALUES (%s, %s, '', 0, '', now())
-        ON CONFLICT (event_id) DO UPDATE SET cursor = LEAST(r.cursor, EXCLUDED.cursor)
-         WHERE r.cursor > EXCLUDED.cursor
-            OR r.lease_until IS NOT NULL
-            OR EXISTS (SELECT 1 FROM {_REQUEST_RULES} s WHERE s.leadrequest_id = r.id)
-        RETURNING r.id
-    ), leads_subset{{n}} AS (
-        DELETE FROM {_REQUEST_RULES} WHERE leadrequest_id IN (SELECT id FROM leads_request{{n}})
+# The upsert is the function `leads_cover_request` (migration 0004), which returns the
+# request's id when it wrote it: alone, the statement returns how many requests it wrote (0 or
+# 1); as the CTE `leads_request<n>` (the rows it wrote, if any) it rides inside the booking's
+# statement (`ride`), where the function's own statements see what was committed once the
+# booking's Event lock was granted.
+_COVER_CTE = """
+    leads_request{n} AS MATERIALIZED (
+        SELECT id FROM (SELECT leads_cover_request(%s, {cursor}) AS id) c WHERE id IS NOT NULL
     )
-"""  # noqa: S608 — table names from model meta; values are parameters
-_UPSERT_ALL_RULES = f"WITH {_ALL_RULES_CTES.format(n='')} SELECT count(*) FROM leads_request"  # noqa: S608
+"""
+_UPSERT_ALL_RULES = "SELECT count(leads_cover_request(%s, %s))"
 
 _UPSERT = f"""
     INSERT INTO {_REQUEST}
@@ -99,8 +92,9 @@ def hold_events(event_ids: Iterable[int]) -> None:
             cursor.execute(_HOLD_EVENTS, [ids])
 
 
-def _lowest_per_event(registrations: Iterable[Registration]) -> dict[int, int]:
-    lowest: dict[int, int] = {}
+def _lowest_per_event(registrations: Iterable[Registration]) -> dict[int, Any]:
+    """The lowest registration id per event (an int, or a rows.Drawn in a booking)."""
+    lowest: dict[int, Any] = {}
     for registration in registrations:
         event_id, pk = registration.event_id, registration.pk
         if pk is None:
@@ -132,15 +126,18 @@ def ride(registrations: Iterable[Registration], actor: Any = None) -> list[rows.
     """`registrations_changed` as statements riding in the booking's write statement
     (events.hooks.RidingHook): the same upserts, in the booking's statement instead of one of
     their own; the pass is nudged after commit when the statement wrote a request (a count
-    never read counts as written)."""
-    riders = [
-        rows.Rider(
-            ctes=_ALL_RULES_CTES.format(n=index),
-            params=[event_id, pk - 1],
-            counted=f"leads_request{index}",
+    never read counts as written). A registration id the statement draws itself
+    (rows.Drawn) is referred to there."""
+    riders = []
+    for index, (event_id, pk) in enumerate(_lowest_per_event(registrations).items()):
+        cursor, params = pk.statement(offset=-1) if isinstance(pk, rows.Drawn) else ("%s", [pk - 1])
+        riders.append(
+            rows.Rider(
+                ctes=_COVER_CTE.format(n=index, cursor=cursor),
+                params=[event_id, *params],
+                counted=f"leads_request{index}",
+            )
         )
-        for index, (event_id, pk) in enumerate(_lowest_per_event(registrations).items())
-    ]
     if riders:
         transaction.on_commit(lambda: _nudge_when_ridden(riders), robust=True)
     return riders
@@ -161,7 +158,7 @@ def _nudge_when_written(cursors: list) -> None:
 
 
 def _nudge_when_ridden(riders: list[rows.Rider]) -> None:
-    if any(rider.count != 0 for rider in riders):
+    if any(rider.answer != 0 for rider in riders):
         nudge.after_commit(key=NUDGE_KEY, task=PASS_TASK)  # committed: publishes now
 
 

@@ -18,6 +18,7 @@ from events.models import (
     IntervalUnit,
     KanbanState,
     Mail,
+    MailRegistration,
     Registration,
     RegistrationAnswer,
     RegistrationState,
@@ -536,11 +537,13 @@ def test_a_transition_whose_update_changes_no_row_commits_nothing(actor, monkeyp
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("deletion", ["scheduler", "template"])
-def test_a_scheduler_deleted_during_a_booking_waits_for_it(actor, deletion):
-    """A booking reads the event's after_sub schedulers under its Event lock and writes their
-    rows before it commits. Deleting one of them (the verb, or the template cascade) takes that
-    lock too, so it waits for the booking instead of committing in between and failing the
-    booking's COMMIT on the rows' foreign key."""
+def test_a_scheduler_deleted_during_a_booking_makes_it_read_again_under_the_lock(actor, deletion):
+    """A booking decides on its inputs as read (or kept) before its statement takes the Event
+    lock; the lock's check finds them changed when an after_sub scheduler was deleted (the
+    verb, or the template cascade) in between. The booking then reads again under the lock and
+    decides once more: it books without the scheduler, writes no row for it (which would fail
+    the commit on the row's foreign key), and the second decision runs while its own
+    transaction holds the Event row."""
     event = factories.EventFactory()
     mail = factories.MailFactory(
         event=event,
@@ -548,15 +551,11 @@ def test_a_scheduler_deleted_during_a_booking_waits_for_it(actor, deletion):
         interval_unit=IntervalUnit.HOURS,
         scheduled_date=None,
     )
-    deleter_pid: list[int] = []
-    done = threading.Event()
     errors: list[BaseException] = []
-    threads: list[threading.Thread] = []
+    decided: list[tuple[bool, bool]] = []  # (schedulers in the inputs, Event row held by us)
 
     def delete() -> None:
         try:
-            connection.ensure_connection()
-            deleter_pid.append(connection.connection.info.backend_pid)
             if deletion == "scheduler":
                 scheduler.delete_scheduler(scheduler=mail, actor=actor)
             else:
@@ -565,33 +564,32 @@ def test_a_scheduler_deleted_during_a_booking_waits_for_it(actor, deletion):
             errors.append(exc)
         finally:
             connection.close()
-            done.set()
+
+    def row_held_elsewhere() -> bool:
+        with psycopg.connect(database_url(), autocommit=True) as other:
+            try:
+                other.execute(
+                    "SELECT 1 FROM events_event WHERE id = %s FOR UPDATE NOWAIT", [event.pk]
+                )
+            except psycopg.errors.LockNotAvailable:
+                return True
+            return False
 
     def recheck(locked_event, ticket) -> None:
-        # Under the booking's lock, its schedulers read: the deletion starts now. It must wait
-        # for a lock, not finish.
-        threads.append(threading.Thread(target=delete))
-        threads[0].start()
-        deadline = time.monotonic() + 30
-        with psycopg.connect(database_url(), autocommit=True) as watcher:
-            while not done.is_set():
-                waiting = (
-                    deleter_pid
-                    and watcher.execute(
-                        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted)",
-                        deleter_pid,
-                    ).fetchone()[0]
-                )
-                if waiting:
-                    return
-                assert time.monotonic() < deadline, "the deletion neither waited nor ended"
-                time.sleep(0.01)
-        raise AssertionError("the deletion committed while the booking held its Event lock")
+        held = row_held_elsewhere()
+        decided.append((Mail.objects.filter(pk=mail.pk).exists(), held))
+        if len(decided) == 1:
+            # Between the booking's read and its statement: the deletion takes the Event lock,
+            # which nobody holds yet, and commits.
+            thread = threading.Thread(target=delete)
+            thread.start()
+            thread.join(30)
 
     (row,) = registrations.register(
         event=event, attendees=[{"name": "A"}], actor=actor, recheck=recheck
     )
-    threads[0].join(30)
     assert errors == []
+    assert decided == [(True, False), (False, True)]
     assert Registration.objects.filter(pk=row.pk, state="open").exists()
     assert not Mail.objects.filter(pk=mail.pk).exists()
+    assert not MailRegistration.objects.filter(registration=row).exists()

@@ -52,7 +52,7 @@ def test_riders_after_plain_inserts_answer_their_counts_alone(scratch):
         )
     )
     rows.read_riders(answer, riders)
-    assert [r.count for r in riders] == [1, 1]
+    assert [r.answer for r in riders] == [1, 1]
     assert table("rider_host") == [(7,), (8,)]
     assert table("rider_side") == [(1, 10), (2, 20)]
 
@@ -61,7 +61,7 @@ def test_riders_after_plain_inserts_answer_their_counts_alone(scratch):
     rows.read_riders(
         run(rows.combined([("INSERT INTO rider_host (v) VALUES (%s)", [9])], again)), again
     )
-    assert [r.count for r in again] == [0, 1]
+    assert [r.answer for r in again] == [0, 1]
     assert table("rider_side") == [(1, 10), (2, 21)]
 
 
@@ -75,7 +75,7 @@ def test_a_host_query_with_ctes_of_its_own_selects_the_counts_last(scratch):
     answer = run(rows.combined([("INSERT INTO rider_host (v) VALUES (%s)", [5]), host], riders))
     rows.read_riders(answer, riders)
     assert answer[:2] == (42, "tail")
-    assert riders[0].count == 1
+    assert riders[0].answer == 1
     assert table("rider_host") == [(5,)]
     assert table("rider_side") == [(3, 30)]
 
@@ -98,13 +98,13 @@ def test_a_host_whose_with_is_followed_by_a_newline_is_spliced_too(scratch):
     answer = run(rows.combined([("INSERT INTO rider_host (v) VALUES (%s)", [1]), host], riders))
     rows.read_riders(answer, riders)
     assert answer[0] == 6
-    assert riders[0].count == 1
+    assert riders[0].answer == 1
 
 
 def test_riders_alone_answer_their_counts(scratch):
     riders = [side_rider("re", 5, 50)]
     rows.read_riders(run(rows.combined([], riders)), riders)
-    assert riders[0].count == 1
+    assert riders[0].answer == 1
     assert table("rider_side") == [(5, 50)]
 
 

@@ -87,7 +87,7 @@ def test_a_booking_writes_the_request_inside_its_own_write_statement(world, acto
     statement of its own, and the request is written all the same."""
     with CaptureQueriesContext(connection) as ctx:
         (first,) = register(world, actor, "Ada")
-    touching = [q["sql"] for q in ctx.captured_queries if "leads_leadrequest" in q["sql"]]
+    touching = [q["sql"] for q in ctx.captured_queries if "leads_cover_request" in q["sql"]]
     assert len(touching) == 1
     assert 'INSERT INTO "events_registration"' in touching[0]
     assert "events_seats_guard" in touching[0]
@@ -106,7 +106,7 @@ def test_a_draft_booking_rides_too_and_nudges_when_it_wrote_the_request(
         CaptureQueriesContext(connection) as ctx,
     ):
         (draft,) = register(world, actor, "Ada", state="draft")
-    assert [q["sql"] for q in ctx.captured_queries if "leads_leadrequest" in q["sql"]] == [
+    assert [q["sql"] for q in ctx.captured_queries if "leads_cover_request" in q["sql"]] == [
         next(q["sql"] for q in ctx.captured_queries if 'INTO "events_registration"' in q["sql"])
     ]
     assert LeadRequest.objects.get(event=world.event).cursor == draft.pk - 1

@@ -1,7 +1,11 @@
 """Round trips per booking, counted on the wire (issue 17): a booking of 1 or n attendees
-costs two waits for PostgreSQL whatever the event carries — BEGIN with the Event lock and the
-reads under it; every write with COMMIT (events/services/registrations.py) — and a refusal one
-more (its ROLLBACK). Inside a caller's transaction: SAVEPOINT; the reads; the writes; RELEASE.
+costs one wait for PostgreSQL whatever the event carries — one statement, its own transaction,
+that takes the Event lock, checks the inputs the booking decided on and writes everything
+(events/services/registrations.py); a refusal costs the same. The first booking of an event in
+a thread reads its inputs first (one more); stale inputs cost the refused statement, then BEGIN
+with the lock and the inputs, the statement again, COMMIT. Inside a caller's transaction:
+SAVEPOINT; the statement; RELEASE (with `savepoint=False`: the lock and the inputs; the
+statement).
 
 The count is taken by a TCP proxy between Django and PostgreSQL that reads the server's
 protocol stream and counts ReadyForQuery messages: PostgreSQL sends exactly one whenever the
@@ -40,10 +44,12 @@ from events.services import nudge, pipeline, registrations, seats, waitlist
 from leads.models import LeadRequest
 from tests.events import factories
 
-BOOKING_ROUND_TRIPS = 2  # BEGIN + lock + reads; writes + COMMIT
-REFUSAL_ROUND_TRIPS = 3  # … and the ROLLBACK of the refused statement's transaction
-NESTED_ROUND_TRIPS = 4  # SAVEPOINT; lock + reads; writes; RELEASE SAVEPOINT
-NESTED_NO_SAVEPOINT_ROUND_TRIPS = 2  # lock + reads; writes (register(savepoint=False))
+BOOKING_ROUND_TRIPS = 1  # the statement: lock, check, writes; its own transaction
+FIRST_BOOKING_ROUND_TRIPS = 2  # the inputs, read once per thread and (event, ticket); the statement
+REFUSAL_ROUND_TRIPS = 1  # the refused statement: its transaction is over with it, no ROLLBACK
+STALE_ROUND_TRIPS = 4  # the refused statement; BEGIN + lock + inputs; the statement; COMMIT
+NESTED_ROUND_TRIPS = 3  # SAVEPOINT; the statement; RELEASE SAVEPOINT
+NESTED_NO_SAVEPOINT_ROUND_TRIPS = 2  # lock + inputs; the statement (register(savepoint=False))
 
 
 class WireCounter:
@@ -163,20 +169,45 @@ def test_the_proxy_counts_one_round_trip_per_plain_statement(wire):
     assert wire.count() == 3
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_booking_is_two_round_trips_for_one_or_many_attendees(wire):
-    event = factories.EventFactory(seats_limited=True, seats_max=100)
-    for attendees in (1, 1, 5, 30):  # the second 1: statements now prepared on the connection
-        round_trips, statements = book(wire, event, attendees)
-        assert round_trips == BOOKING_ROUND_TRIPS, (attendees, round_trips)
-        # BEGIN, the lock, the reads, the writes (the lead-request hook rides in them: no
-        # statement of its own), COMMIT (Django logs BEGIN and COMMIT as it always does; they
-        # travel with the others)
-        assert statements == 5, statements
+def warm(wire: WireCounter, event, attendees: int, **kwargs) -> None:
+    """Three bookings of this shape: the thread keeps the event's inputs, and psycopg has
+    prepared the statement (after two executions on a connection: DATABASES OPTIONS
+    prepare_threshold; outside pipeline mode psycopg waits for the PREPARE, a round trip once
+    per connection and statement shape)."""
+    for _ in range(3):
+        book(wire, event, attendees, **kwargs)
+
+
+def sent(statements) -> list[str]:
+    """The statements that went to the server (Django also logs the BEGIN and COMMIT of an
+    atomic block whose one statement ran as its own transaction: pipeline.lone_statement)."""
+    return [q["sql"] for q in statements.captured_queries if q["sql"] not in ("BEGIN", "COMMIT")]
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_booking_with_ticket_slot_questions_and_scheduler_is_still_two(wire):
+def test_a_booking_is_one_round_trip_for_one_or_many_attendees(wire):
+    event = factories.EventFactory(seats_limited=True, seats_max=200)
+    assert book(wire, event, 1)[0] == FIRST_BOOKING_ROUND_TRIPS
+    for attendees in (1, 5, 30):
+        warm(wire, event, attendees)
+        wire.reset()
+        with CaptureQueriesContext(connection) as statements:
+            registrations.register(
+                event=event,
+                attendees=[{"name": f"A{i}", "email": f"a{i}@ex.org"} for i in range(attendees)],
+                actor="system",
+            )
+        assert wire.count() == BOOKING_ROUND_TRIPS, attendees
+        # the lock, its check and every write (the lead-request hook rides in it) are one
+        (statement,) = sent(statements)
+        assert statement.startswith("WITH events_booking AS MATERIALIZED")
+        assert "leads_cover_request" in statement and "events_seats_guard" in statement
+    assert event.registrations.count() == 1 + 4 * (1 + 5 + 30)
+    assert seats.audit(event=event) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_booking_with_ticket_slot_questions_and_scheduler_is_still_one(wire):
     event = factories.EventFactory(seats_limited=True, seats_max=100, is_multi_slots=True)
     slot = factories.SlotFactory(event=event)
     ticket = factories.TicketFactory(event=event, seats_max=50)
@@ -190,34 +221,68 @@ def test_a_booking_with_ticket_slot_questions_and_scheduler_is_still_two(wire):
     )
     answers = {str(text.pk): "Vegetarian", str(choice.question_id): choice.pk}
 
+    def booking() -> list[Registration]:
+        return registrations.register(
+            event=event,
+            attendees=[{"name": f"A{i}", "answers": answers} for i in range(3)],
+            ticket=ticket,
+            slot=slot,
+            actor="system",
+        )
+
     wire.reset()
-    rows = registrations.register(
-        event=event,
-        attendees=[{"name": f"A{i}", "answers": answers} for i in range(3)],
-        ticket=ticket,
-        slot=slot,
-        actor="system",
-    )
+    booking()
+    assert wire.count() == FIRST_BOOKING_ROUND_TRIPS
+    booking()
+    booking()  # prepared
+    wire.reset()
+    rows = booking()
     assert wire.count() == BOOKING_ROUND_TRIPS
     assert {r.ticket_id for r in rows} == {ticket.pk}
     assert sum(r.answers.count() for r in rows) == 6
     assert all(r.mail_rows.count() == 1 for r in rows)
+    assert seats.audit(event=event) == []
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_refused_booking_costs_one_more_and_writes_nothing(wire):
-    event = factories.EventFactory(seats_limited=True, seats_max=2)
-    book(wire, event, 2)
+def test_a_refused_booking_costs_the_same_and_writes_nothing(wire):
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    warm(wire, event, 1)
+    book(wire, event, 1)  # 4 of 5 taken
 
     wire.reset()
     with pytest.raises(SeatsUnavailable) as refused:
-        registrations.register(event=event, attendees=[{"name": "Late"}], actor="system")
+        registrations.register(
+            event=event, attendees=[{"name": "Late"}, {"name": "Later"}], actor="system"
+        )
     assert refused.value.details["missing"] == [{"slot_id": None, "ticket_id": None, "missing": 1}]
-    assert wire.count() == REFUSAL_ROUND_TRIPS  # BEGIN + reads; writes + COMMIT; ROLLBACK
-    assert event.registrations.count() == 2
+    # the shape of two attendees was new here: sent once, unprepared
+    assert wire.count() == REFUSAL_ROUND_TRIPS
+    assert event.registrations.count() == 4
     assert not connection.in_atomic_block and connection.get_autocommit()
     assert connection.connection.autocommit is True  # psycopg's too: nothing left half-set
-    assert book(wire, factories.EventFactory(), 1)[0] == BOOKING_ROUND_TRIPS
+    assert connection.connection.info.transaction_status == pq.TransactionStatus.IDLE
+    assert seats.audit(event=event) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stale_inputs_are_read_again_under_the_lock_and_booked_once(wire):
+    """A ticket edited after the thread kept the event's inputs: the statement's check refuses
+    them, and the booking reads them again under the Event lock and decides on the new limit;
+    the inputs it keeps then are the new ones."""
+    event = factories.EventFactory()
+    ticket = factories.TicketFactory(event=event, seats_max=5)
+    warm(wire, event, 1, ticket=ticket)  # 3 taken
+    ticket.seats_max = 4
+    ticket.save(update_fields=["seats_max"])
+
+    assert book(wire, event, 1, ticket=ticket)[0] == STALE_ROUND_TRIPS
+    wire.reset()
+    with pytest.raises(SeatsUnavailable):  # decided on the limit of 4 as committed and kept
+        registrations.register(event=event, attendees=[{"name": "E"}], ticket=ticket, actor="x")
+    assert wire.count() == REFUSAL_ROUND_TRIPS
+    assert event.registrations.count() == 4
+    assert seats.audit(event=event) == []
 
 
 @pytest.mark.django_db(transaction=True)
@@ -230,6 +295,9 @@ def test_inside_a_callers_transaction_the_booking_is_a_savepoint_and_commits_wit
         factories.EventFactory(name="Written first")
         wire.reset()
         registrations.register(event=event, attendees=[{"name": "Inside"}], actor="system")
+        assert wire.count() == 1 + NESTED_ROUND_TRIPS  # the event's inputs, read first
+        wire.reset()
+        registrations.register(event=event, attendees=[{"name": "Again"}], actor="system")
         assert wire.count() == NESTED_ROUND_TRIPS
         assert connection.connection.info.transaction_status == pq.TransactionStatus.INTRANS
         transaction.set_rollback(True)
@@ -271,6 +339,8 @@ def test_an_event_starting_soon_books_the_same_way(wire):
     event = factories.EventFactory(seats_limited=False)
     event.date_begin = event.date_begin - timedelta(days=9)
     event.save(update_fields=["date_begin"])
+    assert book(wire, event, 2)[0] == FIRST_BOOKING_ROUND_TRIPS
+    warm(wire, event, 2)
     assert book(wire, event, 2)[0] == BOOKING_ROUND_TRIPS
 
 

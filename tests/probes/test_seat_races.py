@@ -216,13 +216,24 @@ def test_control_count_then_insert_without_a_lock_oversells():
 @pytest.mark.django_db(transaction=True)
 def test_without_the_event_lock_the_ledger_check_still_holds(actor, monkeypatch):
     """Defence in depth: the seat check reads the counters its own increment produced, under
-    the ledger rows' locks, so even register() with the booking's lock statement replaced by a
-    plain read cannot oversell (the Event lock remains the rule: it also fences cancel_event)."""
+    the ledger rows' locks, so even register() with the booking statement's lock CTE replaced
+    by a plain id draw (no Event lock, no check of the inputs) cannot oversell (the Event lock
+    remains the rule: it also fences cancel_event)."""
     event = factories.EventFactory(seats_limited=True, seats_max=SEATS_LEFT)
-    statements = dict(locks._booking_sql())
-    assert statements["lock"].endswith(" FOR UPDATE OF e")
-    statements["lock"] = statements["lock"].removesuffix(" FOR UPDATE OF e")
-    monkeypatch.setattr(locks, "_booking_sql", lambda: statements)
+    locking = locks.booking_lock
+
+    def unlocked(reads, ticket_id, count):
+        rider = locking(reads, ticket_id, count)
+        assert "events_booking_lock(%s, %s, %s, %s)" in rider.ctes
+        rider.ctes = rider.ctes.replace(
+            "events_booking_lock(%s, %s, %s, %s)",
+            "ARRAY(SELECT nextval('events_registration_id_seq'::regclass)"
+            " FROM generate_series(1, %s))",
+        )
+        rider.params = [count]
+        return rider
+
+    monkeypatch.setattr(locks, "booking_lock", unlocked)
 
     (outcome,) = race(
         1,

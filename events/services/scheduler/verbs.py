@@ -303,7 +303,8 @@ def registrations_opened(
     Runs in the registration transaction (INSERT … ON CONFLICT DO NOTHING behind the unique
     (scheduler, registration) index); a row due within `ARM_WINDOW` nudges the pass after
     commit (spec.md §6.4). A registration confirmed before the scheduler existed is only
-    mailed when the scheduler includes existing attendees (spec.md §14 item 8).
+    mailed when the scheduler includes existing attendees (spec.md §14 item 8). The booking
+    writes the same rows inside its own statement instead (`after_sub_rows`, `arm_after_sub`).
     """
     if schedulers is None:  # the booking and a transition pass the ones read under the lock
         schedulers = list(
@@ -311,7 +312,21 @@ def registrations_opened(
                 "pk", "interval_nbr", "interval_unit", "created_at", "include_existing"
             )
         )
-    rows = [
+    rows = after_sub_rows(registrations=registrations, now=now, schedulers=schedulers)
+    if rows:
+        MailRegistration.objects.bulk_create(rows, ignore_conflicts=True)
+        arm_after_sub(rows, now=now)
+    return list(schedulers)
+
+
+def after_sub_rows(
+    *, registrations: Sequence[Registration], now: datetime, schedulers: Sequence[Mail]
+) -> list[MailRegistration]:
+    """The after_sub rows of `registrations` entering `open` (unsaved): one per scheduler and
+    registration, each due at confirmation + the scheduler's interval; none for a registration
+    confirmed before the scheduler existed unless it includes existing attendees. Reads only
+    the schedulers' pk, interval_nbr, interval_unit, created_at and include_existing."""
+    return [
         MailRegistration(
             scheduler=scheduler,
             registration=registration,
@@ -323,8 +338,10 @@ def registrations_opened(
         for registration in registrations
         if scheduler.include_existing or (registration.confirmed_at or now) >= scheduler.created_at
     ]
-    if rows:
-        MailRegistration.objects.bulk_create(rows, ignore_conflicts=True)
-        if min(dates.due(row) for row in rows) <= now + dates.ARM_WINDOW:
-            nudge.scheduler_pass()
-    return list(schedulers)
+
+
+def arm_after_sub(rows: Sequence[MailRegistration], *, now: datetime) -> None:
+    """Nudge the pass after commit when one of these after_sub rows is due within
+    `ARM_WINDOW`."""
+    if rows and min(dates.due(row) for row in rows) <= now + dates.ARM_WINDOW:
+        nudge.scheduler_pass()

@@ -1,0 +1,177 @@
+"""The booking as one statement (registrations.register, docs/spec.md "The booking in one
+statement"): every part waits for the Event lock its first CTE takes; the statement is the
+whole transaction of its atomic block; the drawn ids and the leading rider in the SQL; the
+inputs a thread keeps."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psycopg
+import pytest
+from django.db import connection, transaction
+from psycopg import pq
+
+from events.models import Event, Registration
+from events.services import locks, pipeline, registrations, rows
+from leads.models import LeadRequest
+from tests.events import factories
+from tests.helpers import database_url
+
+
+def _waits_for_a_lock(pid: int) -> bool:
+    with psycopg.connect(database_url(), autocommit=True) as watcher:
+        return watcher.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted)", [pid]
+        ).fetchone()[0]
+
+
+def _row_free(sql: str, key: int) -> bool:
+    """Whether another connection can lock the row at once (FOR UPDATE NOWAIT)."""
+    with psycopg.connect(database_url(), autocommit=True) as other:
+        try:
+            other.execute(sql, [key])
+        except psycopg.errors.LockNotAvailable:
+            return False
+        return True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_booking_waiting_for_the_event_lock_holds_no_ledger_or_lead_request_row(actor):
+    """PostgreSQL runs a statement's CTEs in no set order; the booking's parts refer to its
+    lock CTE, so none runs before the Event row is locked. While the booking waits for that
+    lock, the seat-ledger row and the event's lead request (both existing: upserts that ran
+    early would lock them) stay free for others — the lock order of every verb, Event first."""
+    event = factories.EventFactory(seats_limited=True, seats_max=10)
+    registrations.register(event=event, attendees=[{"name": "First"}], actor=actor)
+    assert LeadRequest.objects.filter(event=event).exists()
+    locked, release = threading.Event(), threading.Event()
+    booker_pid: list[int] = []
+    booked: list[Registration] = []
+    errors: list[BaseException] = []
+
+    def holder() -> None:
+        try:
+            with transaction.atomic():
+                locks.lock_event(event.pk)
+                locked.set()
+                release.wait(30)
+        except BaseException as exc:  # noqa: BLE001 - asserted below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    def booker() -> None:
+        try:
+            connection.ensure_connection()
+            booker_pid.append(connection.connection.info.backend_pid)
+            booked.extend(
+                registrations.register(event=event, attendees=[{"name": "Late"}], actor=actor)
+            )
+        except BaseException as exc:  # noqa: BLE001 - asserted below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=holder)]
+    threads[0].start()
+    assert locked.wait(30)
+    threads.append(threading.Thread(target=booker))
+    threads[1].start()
+    try:
+        deadline = time.monotonic() + 30
+        while not (booker_pid and _waits_for_a_lock(booker_pid[0])):
+            assert time.monotonic() < deadline, "the booking never waited for the Event lock"
+            time.sleep(0.01)
+        ledger_free = _row_free(
+            "SELECT 1 FROM events_seatledger WHERE event_id = %s FOR UPDATE NOWAIT", event.pk
+        )
+        request_free = _row_free(
+            "SELECT 1 FROM leads_leadrequest WHERE event_id = %s FOR UPDATE NOWAIT", event.pk
+        )
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(30)
+    assert errors == [] and len(booked) == 1
+    assert ledger_free and request_free
+    assert event.registrations.count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lone_statement_is_the_whole_transaction_and_on_commit_runs_after_it():
+    event = factories.EventFactory()
+    ran: list[str] = []
+    with transaction.atomic():
+        with pipeline.lone_statement() as owned:
+            assert owned
+            transaction.on_commit(lambda: ran.append("after"))
+            with connection.cursor() as cursor:
+                cursor.execute("UPDATE events_event SET name = 'Renamed' WHERE id = %s", [event.pk])
+            raw = connection.connection
+            assert raw.info.transaction_status == pq.TransactionStatus.IDLE  # committed
+        assert raw.autocommit is False  # back to the atomic block's setting
+        with psycopg.connect(database_url(), autocommit=True) as other:
+            (name,) = other.execute(
+                "SELECT name FROM events_event WHERE id = %s", [event.pk]
+            ).fetchone()
+        assert name == "Renamed" and ran == []
+    assert ran == ["after"]
+    assert connection.connection.autocommit is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lone_statement_takes_over_nothing_in_a_savepoint_or_a_begun_transaction():
+    with transaction.atomic():
+        with transaction.atomic(), pipeline.lone_statement() as owned:
+            assert not owned
+    with transaction.atomic():
+        Event.objects.exists()  # the transaction is under way
+        with pipeline.lone_statement() as owned:
+            assert not owned
+            assert connection.connection.autocommit is False
+
+
+def test_a_drawn_id_is_written_as_its_subquery_in_every_row_or_refused():
+    first = Registration(pk=rows.Drawn(1), event_id=1, barcode="1", name="A")
+    second = Registration(pk=rows.Drawn(2), event_id=1, barcode="2", name="B")
+    sql, params = rows.insert_statement([first, second])
+    assert sql.count(rows.Drawn.sql) == 2
+    assert params.count(1) >= 1 and 2 in params
+    with pytest.raises(TypeError, match="drawn id in some rows only"):
+        rows.insert_statement(
+            [
+                Registration(pk=rows.Drawn(1), event_id=1, barcode="1", name="A"),
+                Registration(pk=7, event_id=1, barcode="2", name="B"),
+            ]
+        )
+    assert rows.Drawn(1).statement(offset=-1) == (f"({rows.Drawn.sql} + %s)", [1, -1])
+    assert rows.Drawn(1) < rows.Drawn(2)
+
+
+def test_a_leading_rider_comes_first_and_its_parameters_with_it():
+    lead = rows.Rider(ctes="lead AS (SELECT %s AS x)", params=["L"], counted="lead", leading=True)
+    tail = rows.Rider(ctes="tail AS (SELECT %s AS y)", params=["T"], counted="tail")
+    sql, params = rows.combined([("INSERT INTO t (v) VALUES (%s)", ["W"])], [lead, tail])
+    assert sql.index("lead AS") < sql.index("w0 AS") < sql.index("tail AS")
+    assert params == ["L", "W", "T"]
+    column = rows.Rider(ctes="c AS (SELECT 1)", params=[], counted="c", column="(SELECT 5)")
+    assert rows.rider_columns([column, tail]) == ", (SELECT 5), (SELECT count(*) FROM tail)"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_inputs_a_thread_keeps_are_bounded_and_a_deleted_event_forgets_its_own(
+    actor, monkeypatch
+):
+    monkeypatch.setattr(locks, "_KEPT", 2)
+    events = [factories.EventFactory() for _ in range(3)]
+    for event in events:
+        locks.booking_inputs(event.pk, None)
+    assert len(locks._kept.inputs) <= 2
+    gone = events[-1]
+    assert (gone.pk, None) in locks._kept.inputs
+    Event.objects.filter(pk=gone.pk).delete()
+    with pytest.raises(Event.DoesNotExist):
+        registrations.register(event=gone, attendees=[{"name": "A"}], actor=actor)
+    assert (gone.pk, None) not in locks._kept.inputs
