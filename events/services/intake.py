@@ -10,8 +10,9 @@ Invariants:
   checked before the lock, by the rules' one owners (`inputs`, `registrations.check_pair`,
   `registrations.clean_answers`); what can change meanwhile — cancellation, a `pipe_end`
   stage, the end date, the ticket's sale window and price — is decided again by
-  `registrations.register` under the Event row lock (`recheck`), with the seats, so a change
-  committed between the checks and the booking is refused and nothing is written;
+  `registrations.register` (`recheck`) on the inputs its statement confirms under the Event
+  row lock, with the seats, so a change committed between the checks and the booking is
+  refused and nothing is written;
 - the first answer to an Idempotency-Key is stored (IntakeIdempotency, unique (event, key)) in
   the transaction that creates the registrations; a concurrent duplicate loses on that unique
   index (its transaction, registrations included, rolls back) and answers the stored first
@@ -196,11 +197,13 @@ def _register(event: Event, payload: Mapping[str, Any], key: str | None, now) ->
     utm = _utm(payload.get("utm"))
 
     def recheck(locked: Event, fresh: Ticket | None) -> None:
-        # Under the Event row lock (register): what may have changed since the checks above.
+        # On the inputs register() confirms under the Event row lock: what may have changed
+        # since the checks above.
         _recheck(locked, fresh, now)
 
     def book() -> list[Registration]:
-        # Locks the Event row, re-checks what can change (recheck), books the seats (sold_out).
+        # Re-checks what can change (recheck) on inputs confirmed under the Event row lock,
+        # books the seats (sold_out).
         return registrations.register(
             event=event,
             attendees=attendees,
@@ -405,11 +408,12 @@ def _pick(rows: Mapping[int, Any], raw: Any) -> Any:
 
 
 def _recheck(locked: Event, ticket: Ticket | None, now: datetime) -> None:
-    """Closed reason and sale window again, from rows read after the Event lock was taken.
+    """Closed reason and sale window again, on the booking's inputs (register()).
 
-    The locked row carries kanban_state and date_end as committed, and its stage's pipe_end
-    (`stage_pipe_end`); `ticket` was read again by register() under the lock (READ
-    COMMITTED: each of those statements sees what is committed once the lock is granted)."""
+    The event carries kanban_state and date_end, and its stage's pipe_end (`stage_pipe_end`);
+    `ticket` is the requested ticket of the same inputs. The booking's statement writes only
+    when the Event lock confirms those inputs are what is committed; otherwise they are read
+    again under the lock and this runs once more (docs/spec.md, register P12)."""
     reason = closed_reason(event=locked, now=now)
     if reason is not None:
         raise RegistrationsClosed(f"Registrations are closed ({reason}).", reason=reason)

@@ -441,7 +441,8 @@ def accept(*, token: str, now: datetime | None = None) -> Accepted:
             raise CapabilityRefused("Invalid link.", reason="expired_offer")
 
         def recheck(locked: Event, ticket: Ticket | None) -> None:
-            # Under the lock register() takes again: what may have changed since the offer.
+            # On the inputs register() confirms under the Event lock (this block holds it
+            # already): what may have changed since the offer.
             reason = selectors.closed_reason(locked, now=now)
             if reason is not None:
                 raise RegistrationsClosed(f"Registrations are closed ({reason}).", reason=reason)
