@@ -111,6 +111,7 @@ class BookingReads:
     choices: dict[int, set[int]]  # question id -> its choice ids
     after_sub: list[Mail]  # the event's after_sub schedulers (their deciding columns only)
     digest: str  # md5 of the inputs document these were made from
+    kept: bool = False  # as the thread kept them from an earlier booking (not read for this one)
 
 
 # The registration ids' sequence (PostgreSQL names an identity column's sequence
@@ -141,7 +142,7 @@ def booking_inputs(
     key = (event_id, ticket_id)
     kept: dict = getattr(_kept, "inputs", None) or {}
     if not (fresh or lock) and key in kept:
-        return _reads(*kept[key])
+        return _reads(kept[key], kept=True)
     statements = [(_INPUTS_SQL, [event_id, ticket_id])]
     if lock:
         _require_transaction()
@@ -157,7 +158,7 @@ def booking_inputs(
         kept.clear()
     kept[key] = entry = _parsed(document, digest)
     _kept.inputs = kept
-    return _reads(*entry)
+    return _reads(entry)
 
 
 def forget_booking_inputs(event_id: int, ticket_id: int | None) -> None:
@@ -200,9 +201,10 @@ def _values(model, document: dict) -> tuple[list[str], list]:
     return [f.attname for f in fields], [f.to_python(document[f.column]) for f in fields]
 
 
-def _reads(event, pipe_end, has_tickets, ticket, questions, choices, after_sub, digest):
+def _reads(entry: tuple, kept: bool = False) -> BookingReads:
     """A booking's own Event and Ticket instances (it hands them out on its registrations)
-    from a kept entry."""
+    from a kept entry (`_parsed`)."""
+    event, pipe_end, has_tickets, ticket, questions, choices, after_sub, digest = entry
     locked = Event.from_db(DEFAULT_DB_ALIAS, *event)
     locked.stage_pipe_end, locked.has_tickets = pipe_end, has_tickets
     return BookingReads(
@@ -212,6 +214,7 @@ def _reads(event, pipe_end, has_tickets, ticket, questions, choices, after_sub, 
         choices=choices,
         after_sub=after_sub,
         digest=digest,
+        kept=kept,
     )
 
 

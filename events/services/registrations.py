@@ -22,7 +22,8 @@ wire by tests/probes/test_round_trips.py):
    comes out as `SeatsUnavailable`;
 3. inputs the lock did not confirm (edited since the thread read them) fail the statement too:
    the booking then reads them under the lock, in a transaction, decides on them and sends the
-   statement again (docs/spec.md, register P12).
+   statement again (docs/spec.md, register P12); a refusal decided before the statement on
+   kept inputs is decided again on inputs read for this booking.
 Inside a caller's transaction the atomic block is a savepoint (SAVEPOINT and RELEASE cost a
 round trip each; `savepoint=False` spares both to callers whose whole block fails with the
 booking, whose inputs are then read under the lock first).
@@ -42,8 +43,10 @@ from django.utils import timezone
 from events import hooks
 from events.errors import (
     ArchiveRefused,
+    DomainError,
     InvalidTransition,
     RegistrationsClosed,
+    SeatsUnavailable,
     ValidationFailed,
 )
 from events.models import (
@@ -343,20 +346,29 @@ def is_barcode_collision(exc: IntegrityError) -> bool:
 def _register(event_id: int, *, ticket: Ticket | None, savepoint: bool, **request: Any):
     """The booking, as one statement; its inputs as this thread read them last, checked under
     the lock by the statement itself. Stale inputs: read again, under the lock this time, and
-    book once more (module docstring)."""
+    book once more. A refusal decided before the statement (a closed event, a pair or an answer
+    refused, the caller's recheck) is never decided on kept inputs: they are read again first
+    (module docstring)."""
     ticket_id = ticket.pk if ticket is not None else None
     # Inside a caller's transaction with no savepoint (an atomic block, or one managed by hand)
     # a stale refusal could not be retried: the inputs are read under the lock there, first.
     lock = savepoint is False and (connection.in_atomic_block or not connection.get_autocommit())
+    fresh = False
     while True:
         # Kept, or read now — before the atomic block, so that the booking statement can still
         # be the block's only one (one round trip, pipeline.lone_statement).
-        reads = None if lock else locks.booking_inputs(event_id, ticket_id)
+        reads = None if lock else locks.booking_inputs(event_id, ticket_id, fresh=fresh)
         try:
             with transaction.atomic(savepoint=savepoint):
                 if reads is None:
                     reads = locks.booking_inputs(event_id, ticket_id, lock=True)
                 return _book(reads, ticket_id=ticket_id, alone=not lock, **request)
+        except SeatsUnavailable:
+            raise  # decided by the ledger, under the lock, in the statement
+        except DomainError:
+            if reads is None or not reads.kept:
+                raise
+            fresh = True  # refused on kept inputs: decide again on inputs read now
         except DatabaseError as exc:
             if lock or not locks.is_stale(exc):
                 raise

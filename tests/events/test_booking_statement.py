@@ -46,21 +46,9 @@ def test_a_booking_waiting_for_the_event_lock_holds_no_ledger_or_lead_request_ro
     event = factories.EventFactory(seats_limited=True, seats_max=10)
     registrations.register(event=event, attendees=[{"name": "First"}], actor=actor)
     assert LeadRequest.objects.filter(event=event).exists()
-    locked, release = threading.Event(), threading.Event()
     booker_pid: list[int] = []
     booked: list[Registration] = []
     errors: list[BaseException] = []
-
-    def holder() -> None:
-        try:
-            with transaction.atomic():
-                locks.lock_event(event.pk)
-                locked.set()
-                release.wait(30)
-        except BaseException as exc:  # noqa: BLE001 - asserted below
-            errors.append(exc)
-        finally:
-            connection.close()
 
     def booker() -> None:
         try:
@@ -74,25 +62,23 @@ def test_a_booking_waiting_for_the_event_lock_holds_no_ledger_or_lead_request_ro
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=holder)]
-    threads[0].start()
-    assert locked.wait(30)
-    threads.append(threading.Thread(target=booker))
-    threads[1].start()
-    try:
-        deadline = time.monotonic() + 30
-        while not (booker_pid and _waits_for_a_lock(booker_pid[0])):
-            assert time.monotonic() < deadline, "the booking never waited for the Event lock"
-            time.sleep(0.01)
-        ledger_free = _row_free(
-            "SELECT 1 FROM events_seatledger WHERE event_id = %s FOR UPDATE NOWAIT", event.pk
-        )
-        request_free = _row_free(
-            "SELECT 1 FROM leads_leadrequest WHERE event_id = %s FOR UPDATE NOWAIT", event.pk
-        )
-    finally:
-        release.set()
-        for thread in threads:
+    with psycopg.connect(database_url()) as holder:  # holds the Event row until it rolls back
+        holder.execute("SELECT 1 FROM events_event WHERE id = %s FOR UPDATE", [event.pk])
+        thread = threading.Thread(target=booker)
+        thread.start()
+        try:
+            deadline = time.monotonic() + 30
+            while not (booker_pid and _waits_for_a_lock(booker_pid[0])):
+                assert time.monotonic() < deadline, "the booking never waited for the Event lock"
+                time.sleep(0.01)
+            ledger_free = _row_free(
+                "SELECT 1 FROM events_seatledger WHERE event_id = %s FOR UPDATE NOWAIT", event.pk
+            )
+            request_free = _row_free(
+                "SELECT 1 FROM leads_leadrequest WHERE event_id = %s FOR UPDATE NOWAIT", event.pk
+            )
+        finally:
+            holder.rollback()
             thread.join(30)
     assert errors == [] and len(booked) == 1
     assert ledger_free and request_free
@@ -175,3 +161,35 @@ def test_the_inputs_a_thread_keeps_are_bounded_and_a_deleted_event_forgets_its_o
     with pytest.raises(Event.DoesNotExist):
         registrations.register(event=gone, attendees=[{"name": "A"}], actor=actor)
     assert (gone.pk, None) not in locks._kept.inputs
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refusal_is_never_decided_on_kept_inputs(actor):
+    """The thread kept an event's inputs; the event is cancelled since. A request that the kept
+    inputs would refuse for another reason (a slot on an event without slots) is refused for
+    the reason the committed event gives, checked first: registrations closed."""
+    from events.errors import RegistrationsClosed
+    from events.services import events as event_services
+
+    event = factories.EventFactory()
+    other = factories.EventFactory(is_multi_slots=True)
+    slot = factories.SlotFactory(event=other)
+    registrations.register(event=event, attendees=[{"name": "Kept"}], actor=actor)
+    event_services.cancel_event(event=event, actor=actor)
+    with pytest.raises(RegistrationsClosed):
+        registrations.register(event=event, attendees=[{"name": "A"}], slot=slot, actor=actor)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_booking_the_kept_inputs_would_refuse_is_decided_again_and_booked(actor):
+    """Kept inputs say the event has tickets (so one must be chosen); the ticket was deleted
+    since: the booking without a ticket is decided again on the inputs read now, and books."""
+    from events.services import tickets
+
+    event = factories.EventFactory()
+    ticket = factories.TicketFactory(event=event)
+    assert locks.booking_inputs(event.pk, None).event.has_tickets  # kept by this thread
+    tickets.delete_ticket(ticket=ticket, actor=actor)
+    (row,) = registrations.register(event=event, attendees=[{"name": "After"}], actor=actor)
+    assert row.ticket_id is None and row.pk is not None
+    assert not locks.booking_inputs(event.pk, None).event.has_tickets  # kept now: the new ones
