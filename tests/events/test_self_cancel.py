@@ -525,9 +525,7 @@ def test_a_post_without_csrf_token_is_refused_and_writes_nothing(actor):
     assert Registration.objects.get(pk=reg.pk).state == "cancel"
 
 
-def test_the_post_is_rate_limited_like_the_other_token_routes(
-    client, actor, settings, monkeypatch
-):
+def test_the_post_is_rate_limited_like_the_other_token_routes(client, actor, settings, monkeypatch):
     settings.EVENT_RATE_LIMITS = {**settings.EVENT_RATE_LIMITS, "token": (2, 60)}
     # One fixed window of this test's own (a window rolling over mid-test resets the count).
     monkeypatch.setattr(ratelimit, "clock", lambda: 1_801_234_567.0)
