@@ -184,11 +184,9 @@ class EventType(models.Model):
 
 class Event(models.Model):
     # Not columns: flags a raw lock statement adds to the row it returns (for the type
-    # checker; absent on other instances): `locks.lock_event_for_booking` (has_*) and the
-    # intake's locked stage read (stage_pipe_end).
+    # checker; absent on other instances): the booking's inputs (`locks.booking_inputs`) and
+    # the intake's locked stage read.
     has_tickets: bool
-    has_questions: bool
-    has_after_sub: bool
     stage_pipe_end: bool
 
     name = models.CharField(max_length=255)

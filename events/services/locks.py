@@ -108,7 +108,7 @@ class BookingReads:
     event: Event  # `has_tickets` and `stage_pipe_end` set
     ticket: Ticket | None  # the requested ticket; None: none asked or gone
     questions: dict[int, Question]  # active, in display order
-    choices: dict[int, set[int]]  # question id -> its choice ids
+    choices: dict[int, frozenset[int]]  # question id -> its choice ids (shared: frozen)
     after_sub: list[Mail]  # the event's after_sub schedulers (their deciding columns only)
     digest: str  # md5 of the inputs document these were made from
     kept: bool = False  # as the thread kept them from an earlier booking (not read for this one)
@@ -121,7 +121,8 @@ REGISTRATION_SEQUENCE = f"{Registration._meta.db_table}_id_seq"
 
 # The after_sub scheduler columns a booking decides on (scheduler.registrations_opened), the
 # ones `events_booking_inputs` puts in the document; the others are left deferred on the
-# instances (a read of one would cost a query, never a stale value).
+# instances, which the thread keeps and shares between bookings: nothing the booking runs
+# reads them (a read would cost a query and leave its value on the kept instance).
 AFTER_SUB_COLUMNS = ("id", "interval_nbr", "interval_unit", "created_at", "include_existing")
 
 _AFTER_SUB_FIELDS = {f.attname: f for f in Mail._meta.concrete_fields}

@@ -313,11 +313,13 @@ def _ended_after(failure: Exception, end_error: DatabaseError) -> None:
 
 def _may_own_transaction(wrapper, raw) -> bool:
     """Whether the transaction is, or is to be, the outermost atomic block's own: not begun
-    yet (IDLE), or under way since that block began (INTRANS; an aborted one is not)."""
+    yet (IDLE), or under way since that block began (INTRANS; an aborted one is not), and
+    not marked to be rolled back (`transaction.set_rollback(True)`: nothing may commit)."""
     return (
         wrapper.in_atomic_block
         and len(wrapper.atomic_blocks) == 1
         and wrapper.commit_on_exit  # not a transaction the caller manages by hand
+        and not wrapper.needs_rollback
         and not wrapper.savepoint_ids
         and not raw.autocommit
         and raw.info.transaction_status in _OWNABLE

@@ -117,9 +117,24 @@ def create_stage(*, actor: Any, **fields: Any) -> Stage:
 
 
 def update_stage(*, stage: Stage, actor: Any, **fields: Any) -> Stage:
-    return update_row(
-        Stage, pk=stage.pk, verb="stage.updated", actor=actor, fields=fields, editable=STAGE_FIELDS
-    )
+    """A stage's `pipe_end` is one of its events' booking inputs (registrations close in an
+    ending stage; locks.booking_inputs): changing it locks those events too, ascending, after
+    the Stage row, as every other verb changing a booking input takes the Event lock.
+
+    The Stage row's FOR UPDATE conflicts with the key-share lock an event moving into the stage
+    (or created in it) takes on it, so the events listed under it are all the stage's events.
+    """
+    check_fields(fields, STAGE_FIELDS)
+    with transaction.atomic():
+        row = Stage.objects.select_for_update().get(pk=stage.pk)
+        if "pipe_end" in fields and fields["pipe_end"] != row.pipe_end:
+            locks.lock_events(Event.objects.filter(stage_id=row.pk).values_list("pk", flat=True))
+        changes = apply_fields(row, fields)
+        if not changes:
+            return row
+        row.save(update_fields=list(changes))
+        audit.record(actor=actor, verb="stage.updated", data={"id": row.pk, **changes})
+    return row
 
 
 def delete_stage(*, stage: Stage, actor: Any) -> None:

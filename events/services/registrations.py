@@ -327,8 +327,9 @@ def register(
     # A barcode collision (unique index) aborts the transaction: the whole verb is retried with
     # fresh barcodes. Retrying here, outside the atomic block, spares every booking the
     # savepoint an in-transaction retry would need; a collision is never surfaced — except
-    # inside a caller's transaction without a savepoint, which only the caller can roll back.
-    retryable = savepoint or not connection.in_atomic_block
+    # inside a caller's transaction without a savepoint (an atomic block, or autocommit turned
+    # off by hand: the failed statement aborted it), which only the caller can roll back.
+    retryable = savepoint or (not connection.in_atomic_block and connection.get_autocommit())
     for attempt in range(BARCODE_ATTEMPTS):
         try:
             return _register(event.pk, **request)

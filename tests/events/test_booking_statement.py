@@ -13,7 +13,7 @@ import pytest
 from django.db import connection, transaction
 from psycopg import pq
 
-from events.models import Event, Registration
+from events.models import Event, Registration, SeatLedger
 from events.services import locks, pipeline, registrations, rows
 from leads.models import LeadRequest
 from tests.events import factories
@@ -193,3 +193,83 @@ def test_a_booking_the_kept_inputs_would_refuse_is_decided_again_and_booked(acto
     (row,) = registrations.register(event=event, attendees=[{"name": "After"}], actor=actor)
     assert row.ticket_id is None and row.pk is not None
     assert not locks.booking_inputs(event.pk, None).event.has_tickets  # kept now: the new ones
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_block_marked_for_rollback_is_not_taken_over_and_the_booking_writes_nothing(actor):
+    """A block marked to be rolled back (`transaction.set_rollback(True)`) is never made a
+    transaction of its own statement: nothing in it may commit. A booking whose caller's
+    recheck marks its block is refused by Django (no query runs in a block so marked) and
+    writes nothing."""
+    from django.db.transaction import TransactionManagementError
+
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    registrations.register(event=event, attendees=[{"name": "Warm"}], actor=actor)
+    with transaction.atomic():
+        transaction.set_rollback(True)
+        with pipeline.lone_statement() as owned:
+            assert not owned
+            assert connection.connection.autocommit is False
+
+    def mark(event, ticket) -> None:
+        transaction.set_rollback(True)
+
+    with pytest.raises(TransactionManagementError):
+        registrations.register(
+            event=event, attendees=[{"name": "Undone"}], recheck=mark, actor=actor
+        )
+
+    assert list(event.registrations.values_list("name", flat=True)) == ["Warm"]
+    ledger = SeatLedger.objects.get(event=event, slot=None, ticket=None)
+    assert ledger.reserved == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stage_edit_waits_for_a_booking_holding_the_event_lock(actor):
+    """A caller's transaction books with no savepoint (its inputs read under the Event lock,
+    then the statement): a change to the event's stage `pipe_end` meanwhile — a booking input
+    — waits for the Event lock, so the statement finds the inputs it decided on and books;
+    the stage edit lands after."""
+    from events.services import reference
+
+    stage = factories.StageFactory(pipe_end=False)
+    event = factories.EventFactory(stage=stage)
+    editor_pid: list[int] = []
+    edited = threading.Event()
+    errors: list[BaseException] = []
+
+    def editor() -> None:
+        try:
+            connection.ensure_connection()
+            editor_pid.append(connection.connection.info.backend_pid)
+            reference.update_stage(stage=stage, actor=actor, pipe_end=True)
+            edited.set()
+        except BaseException as exc:  # noqa: BLE001 - asserted below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=editor)
+
+    def edit_meanwhile(event, ticket) -> None:
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not edited.is_set() and not errors:
+            if editor_pid and _waits_for_a_lock(editor_pid[0]):
+                return  # the edit waits for this transaction's Event lock
+            assert time.monotonic() < deadline, "the stage edit neither waited nor ended"
+            time.sleep(0.01)
+
+    with transaction.atomic():
+        (row,) = registrations.register(
+            event=event,
+            attendees=[{"name": "Booked"}],
+            recheck=edit_meanwhile,
+            savepoint=False,
+            actor=actor,
+        )
+        assert not edited.is_set()
+    thread.join(30)
+    assert errors == [] and edited.is_set()
+    assert Registration.objects.filter(pk=row.pk).exists()
+    assert Event.objects.get(pk=event.pk).stage.pipe_end is True

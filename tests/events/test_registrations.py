@@ -13,6 +13,7 @@ from events import hooks
 from events.errors import DomainError
 from events.models import (
     ContactSource,
+    Event,
     EventAuditLog,
     IntervalType,
     IntervalUnit,
@@ -386,6 +387,32 @@ def test_without_a_savepoint_outside_a_transaction_a_collision_is_still_retried(
     )
 
     _assert_collision_retried(event, existing, handed, rows)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_a_savepoint_with_autocommit_off_by_hand_a_collision_is_raised(actor, monkeypatch):
+    """The caller manages the transaction by hand (autocommit off): the collision aborted the
+    caller's transaction, which only the caller can roll back (a retry in it would fail on
+    the aborted transaction). The collision is raised, once; the caller's rollback takes its
+    earlier write with it, for the caller to run again."""
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    existing = factories.RegistrationFactory(event=event)
+    handed = _collide_once(monkeypatch, existing.barcode)
+
+    transaction.set_autocommit(False)
+    try:
+        Event.objects.filter(pk=event.pk).update(name="The caller's write")
+        with pytest.raises(IntegrityError):
+            registrations.register(
+                event=event, attendees=[{"name": "A"}], actor=actor, savepoint=False
+            )
+    finally:
+        transaction.rollback()
+        transaction.set_autocommit(True)
+    assert handed == [existing.barcode]  # not retried
+    assert Registration.objects.filter(event=event).count() == 1
+    assert Event.objects.get(pk=event.pk).name != "The caller's write"
+    assert seats.audit(event=event) == []
 
 
 @pytest.mark.django_db
