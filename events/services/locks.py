@@ -128,7 +128,9 @@ AFTER_SUB_COLUMNS = ("id", "interval_nbr", "interval_unit", "created_at", "inclu
 _AFTER_SUB_FIELDS = {f.attname: f for f in Mail._meta.concrete_fields}
 _INPUTS_SQL = "SELECT i::text, md5(i::text) FROM events_booking_inputs(%s, %s) AS i"
 _LOCK_SQL = f"SELECT id FROM {Event._meta.db_table} WHERE id = %s FOR UPDATE"  # noqa: S608
-_KEPT = 256  # (event, ticket) pairs a thread keeps the inputs of
+# (event, ticket) pairs a thread keeps the inputs of, the least recently used dropped first:
+# a rush books a few events; each entry is ~4 KiB, and a served process runs 16 threads.
+_KEPT = 32
 _kept = threading.local()
 
 
@@ -143,7 +145,8 @@ def booking_inputs(
     key = (event_id, ticket_id)
     kept: dict = getattr(_kept, "inputs", None) or {}
     if not (fresh or lock) and key in kept:
-        return _reads(kept[key], kept=True)
+        kept[key] = entry = kept.pop(key)  # the most recently used last
+        return _reads(entry, kept=True)
     statements = [(_INPUTS_SQL, [event_id, ticket_id])]
     if lock:
         _require_transaction()
@@ -155,8 +158,9 @@ def booking_inputs(
     if document is None:
         kept.pop(key, None)
         raise Event.DoesNotExist(f"Event {event_id} does not exist.")
-    if len(kept) >= _KEPT:
-        kept.clear()
+    kept.pop(key, None)
+    while len(kept) >= _KEPT:
+        del kept[next(iter(kept))]  # the least recently used
     kept[key] = entry = _parsed(document, digest)
     _kept.inputs = kept
     return _reads(entry)

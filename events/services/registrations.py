@@ -339,6 +339,14 @@ def register(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _is_slot_gone(exc: DatabaseError) -> bool:
+    """Whether the booking statement named a slot that no longer exists (a foreign key to it:
+    the registration's, the ledger row's)."""
+    return isinstance(exc, IntegrityError) and violated_constraint(exc).endswith(
+        f"_fk_{Slot._meta.db_table}_id"
+    )
+
+
 def is_barcode_collision(exc: IntegrityError) -> bool:
     """Whether the error is a registration barcode drawn twice (its unique index)."""
     return "barcode" in violated_constraint(exc)
@@ -371,6 +379,12 @@ def _register(event_id: int, *, ticket: Ticket | None, savepoint: bool, **reques
                 raise
             fresh = True  # refused on kept inputs: decide again on inputs read now
         except DatabaseError as exc:
+            if _is_slot_gone(exc):
+                # The caller's slot was deleted since it read it (a slot is not one of the
+                # inputs: only its existence matters, which its foreign key checks).
+                raise ValidationFailed(
+                    "This time slot no longer exists.", code="invalid_slot", field="slot"
+                ) from exc
             if lock or not locks.is_stale(exc):
                 raise
             locks.forget_booking_inputs(event_id, ticket_id)

@@ -152,9 +152,11 @@ def test_the_inputs_a_thread_keeps_are_bounded_and_a_deleted_event_forgets_its_o
 ):
     monkeypatch.setattr(locks, "_KEPT", 2)
     events = [factories.EventFactory() for _ in range(3)]
-    for event in events:
-        locks.booking_inputs(event.pk, None)
-    assert len(locks._kept.inputs) <= 2
+    locks.booking_inputs(events[0].pk, None)
+    locks.booking_inputs(events[1].pk, None)
+    assert locks.booking_inputs(events[0].pk, None).kept  # used again: the most recent now
+    locks.booking_inputs(events[2].pk, None)
+    assert list(locks._kept.inputs) == [(events[0].pk, None), (events[2].pk, None)]
     gone = events[-1]
     assert (gone.pk, None) in locks._kept.inputs
     Event.objects.filter(pk=gone.pk).delete()
@@ -273,3 +275,27 @@ def test_a_stage_edit_waits_for_a_booking_holding_the_event_lock(actor):
     assert errors == [] and edited.is_set()
     assert Registration.objects.filter(pk=row.pk).exists()
     assert Event.objects.get(pk=event.pk).stage.pipe_end is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_slot_deleted_since_the_caller_read_it_is_refused_as_invalid_and_writes_nothing(actor):
+    """A slot is not one of the booking's inputs (only its existence matters): deleted after
+    the caller read it, its foreign key refuses the statement, answered as `invalid_slot`."""
+    from events.errors import ValidationFailed
+    from events.models import EventAuditLog
+    from events.services import events as event_services
+
+    event = factories.EventFactory(is_multi_slots=True, seats_limited=True, seats_max=5)
+    kept, gone = factories.SlotFactory(event=event), factories.SlotFactory(event=event)
+    registrations.register(event=event, attendees=[{"name": "Warm"}], slot=kept, actor=actor)
+    event_services.delete_slot(slot=gone, actor=actor)
+    audit_rows = EventAuditLog.objects.count()
+    ledger = list(SeatLedger.objects.filter(event=event).values_list("slot_id", "reserved"))
+
+    with pytest.raises(ValidationFailed) as refused:
+        registrations.register(event=event, attendees=[{"name": "Late"}], slot=gone, actor=actor)
+
+    assert refused.value.code == "invalid_slot"
+    assert list(event.registrations.values_list("name", flat=True)) == ["Warm"]
+    assert EventAuditLog.objects.count() == audit_rows
+    assert list(SeatLedger.objects.filter(event=event).values_list("slot_id", "reserved")) == ledger

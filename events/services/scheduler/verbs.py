@@ -306,7 +306,7 @@ def registrations_opened(
     mailed when the scheduler includes existing attendees (spec.md §14 item 8). The booking
     writes the same rows inside its own statement instead (`after_sub_rows`, `arm_after_sub`).
     """
-    if schedulers is None:  # the booking and a transition pass the ones read under the lock
+    if schedulers is None:  # a transition passes those it read under the lock
         schedulers = list(
             Mail.objects.filter(event=event, interval_type=IntervalType.AFTER_SUB).only(
                 "pk", "interval_nbr", "interval_unit", "created_at", "include_existing"
