@@ -94,11 +94,12 @@ def lock_event(event_id: int) -> Event:
 #
 # A booking is one statement (registrations.register): it decides on its inputs as read
 # earlier, and its first CTE takes the Event row lock and checks, under it, that those inputs
-# are still what is committed (`events_booking_lock`, migration 0013). The inputs are one JSON
-# document made by the database itself (`events_booking_inputs`): the event row, its stage's
-# pipe_end, whether it has tickets, the requested ticket, the active questions with their choice
-# ids, the after_sub schedulers' deciding columns; the digest is its md5. Each thread keeps the
-# inputs it read last per (event, ticket), so a booking usually reads nothing first.
+# are still what is committed and that its slot is still the event's (`events_booking_lock`,
+# migrations 0013 and 0014). The inputs are one JSON document made by the database itself
+# (`events_booking_inputs`): the event row, its stage's pipe_end, whether it has tickets, the
+# requested ticket, the active questions with their choice ids, the after_sub schedulers'
+# deciding columns; the digest is its md5. Each thread keeps the inputs it read last per
+# (event, ticket), so a booking usually reads nothing first.
 
 
 @dataclass
@@ -223,17 +224,20 @@ def _reads(entry: tuple, kept: bool = False) -> BookingReads:
     )
 
 
-def booking_lock(reads: BookingReads, ticket_id: int | None, count: int) -> rows.Rider:
+def booking_lock(
+    reads: BookingReads, ticket_id: int | None, slot_id: int | None, count: int
+) -> rows.Rider:
     """The booking statement's first CTE (a leading rider, rows.BOOKING_CTE): the Event row
-    lock, the check that `reads` are what is committed once it is granted, and `count`
-    registration ids drawn under it (`rows.Drawn` refers to them; the rider's answer is their
-    array). A stale check fails the statement: `is_stale` tells that error."""
+    lock, the check that `reads` are what is committed once it is granted and that the slot
+    (if any) is still the event's, and `count` registration ids drawn under it (`rows.Drawn`
+    refers to them; the rider's answer is their array). A failed check fails the statement:
+    `is_stale` and `is_slot_gone` tell those errors (migration 0014)."""
     return rows.Rider(
         ctes=(
             f"{rows.BOOKING_CTE} AS MATERIALIZED ("
-            "SELECT events_booking_lock(%s, %s, %s, %s) AS ids)"
+            "SELECT events_booking_lock(%s, %s, %s, %s, %s) AS ids)"
         ),
-        params=[reads.event.pk, ticket_id, reads.digest, count],
+        params=[reads.event.pk, ticket_id, slot_id, reads.digest, count],
         counted=rows.BOOKING_CTE,
         column=f"(SELECT ids FROM {rows.BOOKING_CTE})",  # noqa: S608 — a constant name
         leading=True,
@@ -243,6 +247,12 @@ def booking_lock(reads: BookingReads, ticket_id: int | None, count: int) -> rows
 def is_stale(exc: DatabaseError) -> bool:
     """Whether the database error is the booking lock's refusal of stale inputs."""
     return guard_refusal(exc)[0] == "events_booking_stale"
+
+
+def is_slot_gone(exc: DatabaseError) -> bool:
+    """Whether the database error is the booking lock's refusal of a slot that is no longer
+    the event's (deleted since the caller read it)."""
+    return guard_refusal(exc)[0] == "events_booking_no_slot"
 
 
 def lock_event_and_registration(event_id: int, registration_id: int) -> tuple[Event, Registration]:

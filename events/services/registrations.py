@@ -339,14 +339,6 @@ def register(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _is_slot_gone(exc: DatabaseError) -> bool:
-    """Whether the booking statement named a slot that no longer exists (a foreign key to it:
-    the registration's, the ledger row's)."""
-    return isinstance(exc, IntegrityError) and violated_constraint(exc).endswith(
-        f"_fk_{Slot._meta.db_table}_id"
-    )
-
-
 def is_barcode_collision(exc: IntegrityError) -> bool:
     """Whether the error is a registration barcode drawn twice (its unique index)."""
     return "barcode" in violated_constraint(exc)
@@ -379,9 +371,9 @@ def _register(event_id: int, *, ticket: Ticket | None, savepoint: bool, **reques
                 raise
             fresh = True  # refused on kept inputs: decide again on inputs read now
         except DatabaseError as exc:
-            if _is_slot_gone(exc):
+            if locks.is_slot_gone(exc):
                 # The caller's slot was deleted since it read it (a slot is not one of the
-                # inputs: only its existence matters, which its foreign key checks).
+                # inputs: only its existence matters, which the lock checks).
                 raise ValidationFailed(
                     "This time slot no longer exists.", code="invalid_slot", field="slot"
                 ) from exc
@@ -499,7 +491,7 @@ def _book(
         if mail_rows:
             writes.append(sql_rows.insert_statement(mail_rows))
             scheduler.arm_after_sub(mail_rows, now=now)
-    lock = locks.booking_lock(reads, ticket_id, len(rows))
+    lock = locks.booking_lock(reads, ticket_id, slot.pk if slot is not None else None, len(rows))
     riders, other_hooks = hooks.ride(hooks.registrations_changed, rows, actor)
     riders = [lock, *riders]
     # A hook that is not a rider runs its own statements after the booking's, in its

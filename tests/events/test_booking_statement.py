@@ -278,9 +278,16 @@ def test_a_stage_edit_waits_for_a_booking_holding_the_event_lock(actor):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_slot_deleted_since_the_caller_read_it_is_refused_as_invalid_and_writes_nothing(actor):
-    """A slot is not one of the booking's inputs (only its existence matters): deleted after
-    the caller read it, its foreign key refuses the statement, answered as `invalid_slot`."""
+@pytest.mark.parametrize("where", ["alone", "in_a_callers_transaction", "without_a_savepoint"])
+def test_a_slot_deleted_since_the_caller_read_it_is_refused_as_invalid_and_writes_nothing(
+    actor, where
+):
+    """A slot is not one of the booking's inputs (only that it is still the event's matters):
+    deleted after the caller read it, the booking lock refuses it under the Event lock —
+    `invalid_slot`, at the statement, so inside a caller's transaction too (the foreign keys to
+    it are only checked at COMMIT)."""
+    from contextlib import nullcontext
+
     from events.errors import ValidationFailed
     from events.models import EventAuditLog
     from events.services import events as event_services
@@ -291,9 +298,16 @@ def test_a_slot_deleted_since_the_caller_read_it_is_refused_as_invalid_and_write
     event_services.delete_slot(slot=gone, actor=actor)
     audit_rows = EventAuditLog.objects.count()
     ledger = list(SeatLedger.objects.filter(event=event).values_list("slot_id", "reserved"))
+    outer = nullcontext() if where == "alone" else transaction.atomic()
 
-    with pytest.raises(ValidationFailed) as refused:
-        registrations.register(event=event, attendees=[{"name": "Late"}], slot=gone, actor=actor)
+    with pytest.raises(ValidationFailed) as refused, outer:
+        registrations.register(
+            event=event,
+            attendees=[{"name": "Late"}],
+            slot=gone,
+            actor=actor,
+            savepoint=where != "without_a_savepoint",
+        )
 
     assert refused.value.code == "invalid_slot"
     assert list(event.registrations.values_list("name", flat=True)) == ["Warm"]

@@ -241,6 +241,30 @@ def test_a_registration_from_the_one_statement(client, world):
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("key", [None, "slot-gone-1"])
+def test_a_slot_deleted_after_the_read_is_400_invalid_slot_with_or_without_a_key(
+    client, world, actor, monkeypatch, key
+):
+    """The slot the intake read is deleted before the booking's statement (here from the
+    intake's own recheck): the booking lock refuses it, also inside the transaction an
+    Idempotency-Key opens (the foreign key alone would only fail at COMMIT, a 500)."""
+    from events.services import events as event_services
+
+    checked = intake._recheck
+
+    def delete_then_check(locked, ticket, now):
+        event_services.delete_slot(slot=world.afternoon, actor=actor)
+        checked(locked, ticket, now)
+
+    monkeypatch.setattr(intake, "_recheck", delete_then_check)
+
+    response = post(client, world.event.pk, payload(world, slot_id=world.afternoon.pk), key=key)
+
+    assert (response.status_code, response.json()["error"]["code"]) == (400, "invalid_slot")
+    assert not Registration.objects.filter(event=world.event).exists()
+
+
+@pytest.mark.django_db
 def test_an_unpublished_event_is_404_before_the_rate_limit(client, world, settings):
     settings.EVENT_RATE_LIMITS = {"intake": (0, 60), "token": (120, 60)}
     Event.objects.filter(pk=world.event.pk).update(is_published=False)

@@ -222,11 +222,11 @@ def test_without_the_event_lock_the_ledger_check_still_holds(actor, monkeypatch)
     event = factories.EventFactory(seats_limited=True, seats_max=SEATS_LEFT)
     locking = locks.booking_lock
 
-    def unlocked(reads, ticket_id, count):
-        rider = locking(reads, ticket_id, count)
-        assert "events_booking_lock(%s, %s, %s, %s)" in rider.ctes
+    def unlocked(reads, ticket_id, slot_id, count):
+        rider = locking(reads, ticket_id, slot_id, count)
+        assert "events_booking_lock(%s, %s, %s, %s, %s)" in rider.ctes
         rider.ctes = rider.ctes.replace(
-            "events_booking_lock(%s, %s, %s, %s)",
+            "events_booking_lock(%s, %s, %s, %s, %s)",
             "ARRAY(SELECT nextval('events_registration_id_seq'::regclass)"
             " FROM generate_series(1, %s))",
         )
