@@ -9,6 +9,8 @@ too, and before the seat guard (the foreign keys to it are only checked at COMMI
 makes them DEFERRABLE INITIALLY DEFERRED).
 """
 
+from importlib import import_module
+
 from django.db import migrations
 
 CREATE = """
@@ -40,29 +42,11 @@ END
 $$;
 """
 
-# Back to migration 0013's function.
-DROP = """
-DROP FUNCTION IF EXISTS events_booking_lock(bigint, bigint, bigint, text, integer);
-CREATE OR REPLACE FUNCTION events_booking_lock(
-    p_event bigint, p_ticket bigint, p_digest text, p_count integer
-) RETURNS bigint[]
-LANGUAGE plpgsql VOLATILE AS $$
-BEGIN
-    PERFORM 1 FROM events_event WHERE id = p_event FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = 'events_booking_stale',
-            DETAIL = format('event %s does not exist', p_event);
-    END IF;
-    IF (SELECT md5(i::text) FROM events_booking_inputs(p_event, p_ticket) AS i)
-       IS DISTINCT FROM p_digest THEN
-        RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = 'events_booking_stale',
-            DETAIL = format('event %s changed since it was read', p_event);
-    END IF;
-    RETURN ARRAY(SELECT nextval('events_registration_id_seq'::regclass) AS id
-                   FROM generate_series(1, p_count) ORDER BY id);
-END
-$$;
-"""
+# Back to migration 0013's functions (its CREATE OR REPLACE of both).
+DROP = (
+    "DROP FUNCTION IF EXISTS events_booking_lock(bigint, bigint, bigint, text, integer);\n"
+    + import_module("events.migrations.0013_booking_lock").CREATE
+)
 
 
 class Migration(migrations.Migration):
