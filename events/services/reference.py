@@ -13,7 +13,7 @@ event types, templates): it names what changed, in the audit row's `[before, aft
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import date, datetime
 from typing import Any, TypeVar
 
@@ -85,10 +85,14 @@ def update_row(
     actor: Any,
     fields: Mapping[str, Any],
     editable: Collection[str],
+    also_lock: Callable[[M], object] | None = None,
 ) -> M:
+    """Lock the row (then what `also_lock(row)` locks), set the fields that differ, audit."""
     check_fields(fields, editable)
     with transaction.atomic():
         row = model._default_manager.select_for_update().get(pk=pk)
+        if also_lock is not None:
+            also_lock(row)
         changes = apply_fields(row, fields)
         if not changes:
             return row
@@ -124,17 +128,20 @@ def update_stage(*, stage: Stage, actor: Any, **fields: Any) -> Stage:
     The Stage row's FOR UPDATE conflicts with the key-share lock an event moving into the stage
     (or created in it) takes on it, so the events listed under it are all the stage's events.
     """
-    check_fields(fields, STAGE_FIELDS)
-    with transaction.atomic():
-        row = Stage.objects.select_for_update().get(pk=stage.pk)
+
+    def lock_its_events(row: Stage) -> None:
         if "pipe_end" in fields and fields["pipe_end"] != row.pipe_end:
             locks.lock_events(Event.objects.filter(stage_id=row.pk).values_list("pk", flat=True))
-        changes = apply_fields(row, fields)
-        if not changes:
-            return row
-        row.save(update_fields=list(changes))
-        audit.record(actor=actor, verb="stage.updated", data={"id": row.pk, **changes})
-    return row
+
+    return update_row(
+        Stage,
+        pk=stage.pk,
+        verb="stage.updated",
+        actor=actor,
+        fields=fields,
+        editable=STAGE_FIELDS,
+        also_lock=lock_its_events,
+    )
 
 
 def delete_stage(*, stage: Stage, actor: Any) -> None:
