@@ -27,6 +27,7 @@ from django.core import signing
 from django.db import transaction
 from django.db.models import Count, F, Max, Q
 
+from config import secret_knobs
 from events.errors import CapabilityRefused, SecretMissing
 from events.models import Registration, WaitlistEntry, WaitlistState
 from events.services import audit, locks
@@ -34,14 +35,17 @@ from events.services import audit, locks
 # Links of a registration (or its order); `offer`: a waiting-list offer (issue 18).
 REGISTRATION_PURPOSES = ("tickets", "order", "ics")
 PURPOSES = (*REGISTRATION_PURPOSES, "offer")
-MIN_SECRET_LENGTH = 32
 # The payload format; a future format gets a new number and verify keeps reading the old one.
 FORMAT = 1
 
 
 def secret_ok() -> bool:
-    secret = getattr(settings, "EVENT_CAPABILITY_SECRET", None) or ""
-    return len(secret) >= MIN_SECRET_LENGTH
+    """The rule of the start-up check (events.E001), applied again: settings may change."""
+    try:
+        secret_knobs.capability_secret(getattr(settings, "EVENT_CAPABILITY_SECRET", None))
+    except secret_knobs.SecretProblem:
+        return False
+    return True
 
 
 def _signer(purpose: str) -> signing.Signer:

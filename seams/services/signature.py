@@ -3,7 +3,8 @@
 
 Invariants:
 - `EVENT_SEAM_SECRET` holds one or more space-separated secrets (`whsec_<base64>`, or raw
-  UTF-8 bytes without the prefix); a signature made with any one of them passes (rotation);
+  UTF-8 bytes without the prefix), parsed by `config.secret_knobs.seam_keys`, the rule the
+  start-up check applies too; a signature made with any one of them passes (rotation);
 - checks in the contract's order: missing secret (503 `secret_missing`), missing headers or no
   matching signature (401 `invalid_signature`), timestamp more than 300 s away (401
   `stale_timestamp`). The library checks the timestamp before the signature, so the signature
@@ -19,41 +20,30 @@ from datetime import UTC, datetime
 from functools import lru_cache
 
 from django.conf import settings
-from standardwebhooks.webhooks import (
-    EmptyWebhookSecretError,
-    Webhook,
-    WebhookVerificationError,
-)
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from config import secret_knobs
 from events.errors import SecretMissing
 from seams.errors import InvalidSignature, StaleTimestamp
-
-SECRET_PREFIX = "whsec_"  # noqa: S105 — the format prefix, not a secret
 
 
 @lru_cache(maxsize=4)
 def _webhooks(setting: str) -> tuple[Webhook, ...]:
-    hooks = []
-    for secret in setting.split():
-        try:
-            # The library base64-decodes a str secret; a secret without the prefix is used as
-            # its UTF-8 bytes (§1.1), which the library takes when given bytes.
-            hooks.append(
-                Webhook(secret if secret.startswith(SECRET_PREFIX) else secret.encode("utf-8"))
-            )
-        except (ValueError, EmptyWebhookSecretError) as exc:  # bad base64, empty secret
-            raise SecretMissing(
-                "EVENT_SEAM_SECRET holds a secret that cannot be used.", reason=type(exc).__name__
-            ) from exc
-    return tuple(hooks)
+    # The start-up check parses with the same rule (config.secret_knobs, events.E002/E003), so
+    # a server that started never refuses here unless its settings changed since.
+    try:
+        keys = secret_knobs.seam_keys(setting)
+    except secret_knobs.SecretProblem:
+        # The host is told the seam has no usable secret; which entry is wrong is the
+        # operator's to read (manage.py check), not the caller's.
+        raise SecretMissing("The sale seam has no usable secret (EVENT_SEAM_SECRET).") from None
+    # Bytes: the library uses them as the key as they are (a str would be base64-decoded
+    # again by its own, lenient decoder).
+    return tuple(Webhook(key) for key in keys)
 
 
 def webhooks() -> tuple[Webhook, ...]:
-    setting = getattr(settings, "EVENT_SEAM_SECRET", "") or ""
-    hooks = _webhooks(setting)
-    if not hooks:
-        raise SecretMissing("The sale seam has no secret (EVENT_SEAM_SECRET).")
-    return hooks
+    return _webhooks(getattr(settings, "EVENT_SEAM_SECRET", "") or "")
 
 
 def verify(*, headers: Mapping[str, str], body: bytes) -> tuple[str, datetime]:
