@@ -104,14 +104,15 @@ def join_page(request: HttpRequest, event_id: int) -> HttpResponse:
         if isinstance(error, RateLimited):
             response["Retry-After"] = str(error.details["retry_after"])
         return response
+    # One page for a new entry and for an address already listed: nothing of the entry itself
+    # (its place, its state) is shown to whoever typed the address.
     return render(
         request,
         "events/waitlist_joined.html",
         {
             "event": event,
-            "entry": joined.entry,
-            "position": joined.position,
-            "created": joined.created,
+            "ticket": joined.entry.ticket,
+            "email": joined.entry.email,
             "hours": settings.EVENT_WAITLIST_OFFER_HOURS,
         },
     )
@@ -120,15 +121,17 @@ def join_page(request: HttpRequest, event_id: int) -> HttpResponse:
 # --- the JSON API ------------------------------------------------------------------------------
 
 
-def _entry_body(joined: waitlist.Joined) -> dict[str, Any]:
+def _joined_body(joined: waitlist.Joined) -> dict[str, Any]:
+    """The same answer for a new entry and for an address already listed: the request's own
+    event, pair and (normalised) address, never the entry's id, place or state, which would
+    tell anyone who types an address whether, and how far up, that person waits."""
     entry = joined.entry
     return {
-        "id": entry.pk,
+        "status": "received",
         "event_id": entry.event_id,
         "ticket_id": entry.ticket_id,
         "slot_id": entry.slot_id,
-        "state": entry.state,
-        "position": joined.position,
+        "email": entry.email,
     }
 
 
@@ -138,7 +141,7 @@ def _entry_body(joined: waitlist.Joined) -> dict[str, Any]:
     limiter_message="The waiting list is temporarily unavailable; try again soon.",
 )
 def join_api(request: HttpRequest, event_id: int) -> JsonResponse:
-    """201 with the new entry; 200 with the existing one when the person was on the list."""
+    """201 `received`, whether the address was on the list already or not (`_joined_body`)."""
     body = request.body
     event = Event.objects.filter(pk=event_id, is_published=True, active=True).first()
     if event is None:
@@ -151,7 +154,7 @@ def join_api(request: HttpRequest, event_id: int) -> JsonResponse:
     if not isinstance(payload, Mapping):
         raise ValidationFailed("The body must be a JSON object.", code="invalid_value")
     joined = _join(event, payload)
-    response = JsonResponse(_entry_body(joined), status=201 if joined.created else 200)
+    response = JsonResponse(_joined_body(joined), status=201)
     response["Cache-Control"] = "private, no-store"
     return response
 

@@ -189,7 +189,10 @@ def join(
     an unpublished event (`not_found`), closed registrations, the ticket / slot pair
     (`registrations.UNKNOWN` for an id that names none), the ticket's sale window and price;
     then a pair that is not sold out is refused with `seats_available`. A person already on
-    this list (same pair and email, waiting or offered) gets their entry back, nothing written.
+    this list (same pair and email, waiting or offered) gets their entry back, nothing written
+    (`created=False`): for the caller only, which must answer it as it answers a new entry
+    (the public views do: an entry's id, place and state are never told to whoever typed an
+    address).
     """
     now = now or timezone.now()
     name, email = _check_person(name, email)
@@ -218,6 +221,11 @@ def join(
             _check_sale(ticket, now)
         ticket_id = ticket.pk if ticket is not None else None
         slot_id = slot.pk if slot is not None else None
+        # Decided before the look-up of an entry for this email: every check a newcomer meets,
+        # someone already listed meets too, so no answer tells whether an address is listed.
+        available = seat_engine.availability(event=locked, ticket=ticket, slot=slot)
+        if available is None or available > 0:
+            raise SeatsAvailable("Seats are available: please register instead.")
         existing = (
             WaitlistEntry.objects.filter(event=locked, state__in=LIVE, email=email)
             .filter(_pair(ticket_id, slot_id))
@@ -226,9 +234,6 @@ def join(
         )
         if existing is not None:
             return Joined(existing, False, position(existing))
-        available = seat_engine.availability(event=locked, ticket=ticket, slot=slot)
-        if available is None or available > 0:
-            raise SeatsAvailable("Seats are available: please register instead.")
         entry = WaitlistEntry.objects.create(
             event=locked, ticket=ticket, slot=slot, name=name, email=email
         )
