@@ -24,11 +24,13 @@ core calls each hook inside the same transaction as the change. Never Django sig
   "schedule"}` (schedule in seconds or a celery schedule). `config/celery.py` merges them into
   `beat_schedule` once Django is set up, so core config never names an overlay task (the leads
   overlay adds its lead pass, every minute).
-- `sale_order_lines[kind](effect=, order=, lines=, actor=)`: a host order line kind other than
-  `ticket` is handled by the overlay that registers it (booths: `booth`), inside the seam's
-  transaction; `effect` is "confirm", "paid" or "cancel"; `lines` are that kind's lines of the
-  order (empty for "cancel" when the order has none). A line of an unregistered kind is refused
-  by the seam as `unknown_reference`.
+- `sale_order_lines[kind](effect=, order=, lines=, actor=, later=)`: a host order line kind
+  other than `ticket` is handled by the overlay that registers it (booths: `booth`), inside the
+  seam's transaction; `effect` is "confirm", "paid" or "cancel"; `lines` are that kind's lines
+  of the order (possibly none); `later` is true when a version of the order was applied before,
+  so the lines are its whole truth and what they no longer name is to be released. The handler
+  returns a mapping that joins the seam's answer (empty when nothing changed). A line of an
+  unregistered kind is refused by the seam as `unknown_reference`.
 - `template_previews(template, rendered)`: extra lines under the message template admin's
   preview, each hook returning text or "" (the sms overlay: length, GSM-7 / UCS-2, segments).
   `rendered` is the template rendered for the latest attendee, or None when it cannot be.

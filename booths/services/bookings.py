@@ -50,11 +50,13 @@ RENTER_FIELDS = (
 @dataclass
 class OrderBooths:
     """What `confirm_order_booths` did: the bookings it confirmed now, those the order already
-    held (a replay), and the order refs whose pending bookings it cancelled (their booths were
-    just sold to this order: the host may cancel those quotations)."""
+    held (a replay), the booths it released (the order no longer names them), and the order
+    refs whose pending bookings it cancelled (their booths were just sold to this order: the
+    host may cancel those quotations)."""
 
     confirmed: list[BoothBooking] = field(default_factory=list)
     already_confirmed: list[BoothBooking] = field(default_factory=list)
+    released: list[int] = field(default_factory=list)
     cancelled_order_refs: list[str] = field(default_factory=list)
 
 
@@ -319,6 +321,7 @@ def confirm_order_booths(
     partner_ref: str,
     contact: Mapping[str, Any] | None,
     actor: Any,
+    release_missing: bool = False,
 ) -> OrderBooths:
     """Confirm every booth the order's booth lines name (`{"ref", "booth_ids"}` each), or none.
 
@@ -328,29 +331,50 @@ def confirm_order_booths(
     it is, so a replay confirms nothing twice. The order's pending booking of a booth is the one
     confirmed (created when the host never requested one). An unknown booth id → `not_found`
     naming the ids (the seam checks `selectors.missing_booths` first: `unknown_reference`).
+    `release_missing`: the lines are the order's whole truth (a later version of it), so the
+    order's confirmed bookings of booths they no longer name are released, under the same
+    locks and in the same all-or-nothing decision.
     """
     if not (order_ref or "").strip():
         raise ValidationFailed("An order ref is required.", code="invalid_value")
     wanted = _order_lines(lines)
     result = OrderBooths()
-    if not wanted:
+    dropped: set[int] = set()
+    if release_missing:
+        dropped = set(
+            BoothBooking.objects.filter(order_ref=order_ref, state=BookingState.CONFIRMED)
+            .exclude(booth_id__in=list(wanted))
+            .values_list("booth_id", flat=True)
+        )
+    if not wanted and not dropped:
         return result
     with _unique_confirmed_is_unavailable(wanted), transaction.atomic():
-        booths = lock_booths(wanted)
+        booths = lock_booths(set(wanted) | dropped)
         missing = sorted(set(wanted) - set(booths))
         if missing:
             raise NotFound(f"Unknown booths: {missing}.", booths=missing)
         live = _live_bookings(list(booths))
         holders = {b.booth_id: b for b in live if b.state == BookingState.CONFIRMED}
-        taken = [booths[pk] for pk in sorted(holders) if holders[pk].order_ref != order_ref]
+        taken = [
+            booths[pk]
+            for pk in sorted(holders)
+            if pk in wanted and holders[pk].order_ref != order_ref
+        ]
         if taken:
             raise BoothUnavailable(
                 f"Already booked: {_booth_names(taken)}.",
                 booths=[b.pk for b in taken],
                 booth_names=[b.name for b in taken],
             )
+        # Decided on the bookings read under the locks: only what the order still holds goes.
+        result.released = [
+            pk for pk in sorted(dropped) if pk in holders and holders[pk].order_ref == order_ref
+        ]
+        audit.record_many([_release(booths[pk], holders[pk], actor) for pk in result.released])
         contact_fields = _contact(contact)
         for pk, booth in booths.items():
+            if pk not in wanted:
+                continue
             if pk in holders:
                 result.already_confirmed.append(holders[pk])
                 continue

@@ -8,7 +8,10 @@ Invariants:
 - every reference is resolved before anything is written: an unknown ticket, slot or an
   unwired line kind raises `UnknownReference`; the effect then succeeds or fails whole;
 - ticket effects go through `events.services.orders` (the registration service and the seat
-  engine); other line kinds through `events.hooks.sale_order_lines` (booths, once wired).
+  engine); other line kinds through `events.hooks.sale_order_lines` (booths);
+- a confirmed or paid message of a later version than one already applied is the order's
+  whole truth: what its lines no longer hold (fewer tickets, a line gone, a booth dropped) is
+  cancelled or released in the same transaction, and the answer lists every change.
 """
 
 from __future__ import annotations
@@ -61,13 +64,15 @@ def apply(*, message: Message, actor: Any) -> Outcome:
         seam_order, tickets = _lock_order(order, read_tickets=minting)
         if order.version <= seam_order.version:
             return Outcome(InboxStatus.STALE, {"version": seam_order.version})
+        # A version applied before: this one replaces it, so what it no longer names goes.
+        later = seam_order.version > 0
         if not minting:
             summary = _cancel(order, actor)
         else:
-            summary = _mint(order, tickets, actor)
+            summary = _converge(order, tickets, actor, later=later)
             if message.type == "order.paid":
                 summary["paid"] = orders.set_paid(order_ref=order.ref, actor=actor)
-                _other_kinds("paid", order, actor)
+                _other_kinds("paid", order, actor, summary)
         seam_order.version = order.version
         seam_order.state = STATE_OF[message.type]
         _save_order(seam_order)
@@ -161,15 +166,28 @@ def _lines_of(order: OrderData, kind: str) -> list[LineData]:
     return [line for line in order.lines if line.kind == kind]
 
 
-def _other_kinds(effect: str, order: OrderData, actor: Any) -> None:
+def _other_kinds(
+    effect: str, order: OrderData, actor: Any, summary: dict[str, Any], *, later: bool = False
+) -> None:
+    """Call each registered line kind's handler; what it reports joins the answer (a mapping
+    per key, merged across the effects of one message)."""
     for kind, handler in hooks.sale_order_lines.items():
-        handler(effect=effect, order=order, lines=_lines_of(order, kind), actor=actor)
+        reported = handler(
+            effect=effect, order=order, lines=_lines_of(order, kind), actor=actor, later=later
+        )
+        for key, value in (reported or {}).items():
+            if isinstance(value, dict) and isinstance(summary.get(key), dict):
+                summary[key].update(value)
+            else:
+                summary[key] = value
 
 
-def _mint(order: OrderData, tickets: dict[int, Ticket], actor: Any) -> dict[str, Any]:
+def _converge(
+    order: OrderData, tickets: dict[int, Ticket], actor: Any, *, later: bool
+) -> dict[str, Any]:
     _check_kinds(order)
     lines = _ticket_lines(order, tickets)
-    minted = orders.mint(
+    converged = orders.converge(
         order_ref=order.ref,
         partner=orders.Partner(
             ref=order.partner.ref,
@@ -183,11 +201,12 @@ def _mint(order: OrderData, tickets: dict[int, Ticket], actor: Any) -> dict[str,
         utm=order.utm,
         actor=actor,
     )
-    _other_kinds("confirm", order, actor)
-    return {"minted": len(minted)}
+    summary = converged.summary()
+    _other_kinds("confirm", order, actor, summary, later=later)
+    return summary
 
 
 def _cancel(order: OrderData, actor: Any) -> dict[str, Any]:
-    cancelled = orders.cancel_order(order_ref=order.ref, actor=actor)
-    _other_kinds("cancel", order, actor)
-    return {"cancelled": cancelled}
+    summary: dict[str, Any] = {"cancelled": orders.cancel_order(order_ref=order.ref, actor=actor)}
+    _other_kinds("cancel", order, actor, summary)
+    return summary

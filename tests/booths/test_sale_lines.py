@@ -46,7 +46,9 @@ def test_confirm_paid_cancel(actor):
     data, lines = order("SO42", (a.pk,), (b.pk,))
 
     summary = sale_order_lines(effect="confirm", order=data, lines=lines, actor="seam")
-    assert summary["booths_confirmed"] == [a.pk, b.pk]
+    assert summary == {
+        "booths": {"confirmed": [a.pk, b.pk], "released": [], "cancelled_order_refs": []}
+    }
     a.refresh_from_db()
     assert (a.state, a.order_ref, a.order_line_ref, a.partner_ref, a.contact_name) == (
         "unavailable",
@@ -60,11 +62,13 @@ def test_confirm_paid_cancel(actor):
     assert booths_snapshot() == before
 
     assert sale_order_lines(effect="paid", order=data, lines=lines, actor="seam") == {
-        "booths_paid": [a.pk, b.pk]
+        "booths": {"paid": [a.pk, b.pk]}
     }
     assert set(Booth.objects.values_list("is_paid", flat=True)) == {True}
 
-    sale_order_lines(effect="cancel", order=data, lines=[], actor="seam")
+    assert sale_order_lines(effect="cancel", order=data, lines=[], actor="seam") == {
+        "booths": {"released": [a.pk, b.pk]}
+    }
     assert set(Booth.objects.values_list("state", "order_ref", "is_paid")) == {
         ("available", "", False)
     }

@@ -38,7 +38,13 @@ def test_the_same_message_five_times_has_one_effect(host, ticket):
 
 def test_a_new_id_with_the_same_version_is_stale(host, ticket):
     document = order_message(lines=[ticket_line(ticket, 2)])
-    assert host.post(document).json() == {"status": "applied", "minted": 2}
+    assert host.post(document).json() == {
+        "status": "applied",
+        "minted": 2,
+        "cancelled": 0,
+        "kept_attended": 0,
+        "lines": {"SO042/1": {"minted": [r.pk for r in regs(ticket=ticket)]}},
+    }
     assert host.post(document).json() == {"status": "stale", "version": 1}
     assert regs(ticket=ticket).count() == 2
     assert list(SeamInbox.objects.order_by("pk").values_list("status", flat=True)) == [
@@ -62,9 +68,13 @@ def test_cancelled_then_late_confirmed_mints_nothing(host, ticket):
 
 def test_paid_before_confirmed_mints_once_and_sets_is_paid(host, ticket):
     line = ticket_line(ticket, 2)
-    assert host.post(order_message("order.paid", version=2, lines=[line])).json() == {
+    answer = host.post(order_message("order.paid", version=2, lines=[line])).json()
+    assert answer == {
         "status": "applied",
         "minted": 2,
+        "cancelled": 0,
+        "kept_attended": 0,
+        "lines": {"SO042/1": {"minted": [r.pk for r in regs(ticket=ticket)]}},
         "paid": 2,
     }
     assert host.post(order_message("order.confirmed", version=1, lines=[line])).json()[
@@ -356,7 +366,14 @@ def test_heal_leaves_a_staff_draft_as_it_is(host, ticket):
     draft = regs(ticket=ticket).first()
     reg_services.reset_to_draft(registration=draft, actor=STAFF)
     response = host.post(order_message("order.paid", version=2, lines=[ticket_line(ticket, 2)]))
-    assert response.json() == {"status": "applied", "minted": 0, "paid": 2}
+    assert response.json() == {
+        "status": "applied",
+        "minted": 0,
+        "cancelled": 0,
+        "kept_attended": 0,
+        "lines": {},
+        "paid": 2,
+    }
     draft.refresh_from_db()
     assert draft.state == "draft"
     assert regs(ticket=ticket).count() == 2
