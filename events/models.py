@@ -99,11 +99,26 @@ class Stage(models.Model):
     sequence = models.IntegerField(default=1)
     fold = models.BooleanField(default=False)
     pipe_end = models.BooleanField(default=False, help_text="Events in this stage are over.")
+    # Names are for people and may be edited: what closes an event is a flag. A cancelled
+    # stage is an ending one (the check below), so every reader of `pipe_end` — the booking's
+    # inputs included — already closes its events; the flag tells "cancelled" from "ended".
+    is_cancelled = models.BooleanField(
+        default=False,
+        help_text="Events in this stage are cancelled: the desk admits nobody and registrations "
+        "are closed. Only an ending stage (pipe_end) can be a cancelled stage.",
+    )
 
     class Meta:
         verbose_name = "stage"
         verbose_name_plural = "stages"
         ordering = ("sequence", "id")
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(is_cancelled=False) | Q(pipe_end=True),
+                name="stage_cancelled_is_pipe_end",
+                violation_error_message="A cancelled stage must be an ending stage (pipe_end).",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -188,6 +203,7 @@ class Event(models.Model):
     # the intake's locked stage read.
     has_tickets: bool
     stage_pipe_end: bool
+    stage_is_cancelled: bool  # the intake's read only (selectors.in_cancelled_stage)
 
     name = models.CharField(max_length=255)
     event_type = models.ForeignKey(
@@ -454,7 +470,10 @@ class Registration(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["barcode"], name="events_registration_barcode_key")
         ]
-        permissions = [("checkin_registration", "Can check attendees in at the desk")]
+        permissions = [
+            ("checkin_registration", "Can check attendees in at the desk"),
+            ("export_registrations", "Can export attendees with their contact details"),
+        ]
 
     def __str__(self) -> str:
         return self.name or f"Registration #{self.pk}"

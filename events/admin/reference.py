@@ -27,7 +27,7 @@ from events.services import event_types, questions, reference, tickets
 
 @admin.register(Stage)
 class StageAdmin(ServiceAdmin):
-    list_display = ("name", "sequence", "fold", "pipe_end")
+    list_display = ("name", "sequence", "fold", "pipe_end", "is_cancelled")
     list_editable = ("sequence",)
     ordering = ("sequence",)
 

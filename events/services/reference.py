@@ -25,7 +25,7 @@ from events.services import audit, locks
 
 M = TypeVar("M", bound=models.Model)
 
-STAGE_FIELDS = frozenset({"name", "description", "sequence", "fold", "pipe_end"})
+STAGE_FIELDS = frozenset({"name", "description", "sequence", "fold", "pipe_end", "is_cancelled"})
 TAG_CATEGORY_FIELDS = frozenset({"name", "sequence"})
 TAG_FIELDS = frozenset({"name", "category", "sequence", "color"})
 
@@ -114,7 +114,18 @@ def _delete_row(model: type[models.Model], *, pk: int, verb: str, actor: Any, in
 # --- stages ---------------------------------------------------------------------------------
 
 
+def _check_cancelled_ends(*, pipe_end: bool, is_cancelled: bool) -> None:
+    """A cancelled stage is an ending one (the database checks it too): refused, not a 500."""
+    if is_cancelled and not pipe_end:
+        raise ValidationFailed(
+            "A cancelled stage must be an ending stage (pipe_end).", field="is_cancelled"
+        )
+
+
 def create_stage(*, actor: Any, **fields: Any) -> Stage:
+    _check_cancelled_ends(
+        pipe_end=bool(fields.get("pipe_end")), is_cancelled=bool(fields.get("is_cancelled"))
+    )
     return create_row(
         Stage, verb="stage.created", actor=actor, fields=fields, editable=STAGE_FIELDS
     )
@@ -127,9 +138,15 @@ def update_stage(*, stage: Stage, actor: Any, **fields: Any) -> Stage:
 
     The Stage row's FOR UPDATE conflicts with the key-share lock an event moving into the stage
     (or created in it) takes on it, so the events listed under it are all the stage's events.
+    `is_cancelled` needs no lock of its own: a cancelled stage stays an ending one (checked on
+    the locked row), so flipping it never opens or closes an event.
     """
 
-    def lock_its_events(row: Stage) -> None:
+    def check_and_lock_its_events(row: Stage) -> None:
+        _check_cancelled_ends(
+            pipe_end=fields.get("pipe_end", row.pipe_end),
+            is_cancelled=fields.get("is_cancelled", row.is_cancelled),
+        )
         if "pipe_end" in fields and fields["pipe_end"] != row.pipe_end:
             locks.lock_events(Event.objects.filter(stage_id=row.pk).values_list("pk", flat=True))
 
@@ -140,7 +157,7 @@ def update_stage(*, stage: Stage, actor: Any, **fields: Any) -> Stage:
         actor=actor,
         fields=fields,
         editable=STAGE_FIELDS,
-        also_lock=lock_its_events,
+        also_lock=check_and_lock_its_events,
     )
 
 

@@ -30,6 +30,7 @@ from events.models import (
     RegistrationAnswer,
     SeatLedger,
     Slot,
+    Stage,
     Tag,
     Ticket,
 )
@@ -236,6 +237,15 @@ def test_tag_color_between_0_and_11():
     assert Tag.objects.get(pk=tag.pk).color == 11
 
 
+def test_a_cancelled_stage_is_an_ending_stage():
+    with refused_by("stage_cancelled_is_pipe_end"):
+        Stage.objects.create(name="Scrapped", is_cancelled=True, pipe_end=False)
+    stage = Stage.objects.create(name="Scrapped", is_cancelled=True, pipe_end=True)
+    with refused_by("stage_cancelled_is_pipe_end"):
+        Stage.objects.filter(pk=stage.pk).update(pipe_end=False)
+    assert Stage.objects.get(pk=stage.pk).pipe_end
+
+
 # --- seat ledger ----------------------------------------------------------------------------
 
 
@@ -424,6 +434,7 @@ TESTED = {
     "choice_id_question",
     "answer_exactly_one",
     "tag_color_0_11",
+    "stage_cancelled_is_pipe_end",
     "events_registration_barcode_key",  # test_barcode_is_unique
     "seat_ledger_key",
     "seat_ledger_positive",

@@ -399,7 +399,7 @@ def test_mark_done_moves_to_the_first_pipe_end_stage_by_sequence(actor):
 @pytest.mark.django_db
 def test_mark_done_without_a_pipe_end_stage_does_nothing(actor):
     event = factories.EventFactory()
-    Stage.objects.update(pipe_end=False)
+    Stage.objects.update(pipe_end=False, is_cancelled=False)  # a cancelled stage ends
 
     event_services.mark_done(event=event, actor=actor)
 
