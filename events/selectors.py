@@ -8,7 +8,7 @@ from functools import cache
 from typing import Any
 
 from django.db import connection
-from django.db.models import Model, Prefetch, QuerySet
+from django.db.models import Model, Prefetch, Q, QuerySet
 
 from events.models import (
     Event,
@@ -17,6 +17,7 @@ from events.models import (
     Question,
     Registration,
     RegistrationState,
+    SaleStatus,
     Slot,
     Tag,
     Ticket,
@@ -49,7 +50,8 @@ def is_finished(event: Event, *, now: datetime) -> bool:
 
 
 def is_cancelled(event: Event) -> bool:
-    """kanban_state = cancel (sticky: spec.md §2.1)."""
+    """kanban_state = cancel (sticky: spec.md §2.1). The event's own flag only: whether it is
+    closed, a cancelled stage included, is `closed_reason`'s."""
     return event.kanban_state == KanbanState.CANCEL
 
 
@@ -62,16 +64,50 @@ def in_closed_stage(event: Event) -> bool:
     return bool(pipe_end)
 
 
+def in_cancelled_stage(event: Event) -> bool:
+    """The event's stage is flagged `is_cancelled` (never by its name: names are edited).
+
+    A cancelled stage is an ending one (check `stage_cancelled_is_pipe_end`), so an event
+    outside a `pipe_end` stage answers False without reading the stage;
+    `event.stage_is_cancelled`, when the caller loaded it with the event, spares the read."""
+    if not in_closed_stage(event):
+        return False
+    cancelled = getattr(event, "stage_is_cancelled", None)
+    if cancelled is None:
+        cancelled = event.stage.is_cancelled
+    return bool(cancelled)
+
+
 def closed_reason(event: Event, *, now: datetime) -> str | None:
-    """Why registrations are closed whatever the ticket and the seats: `cancelled`, `over`
-    (pipe_end stage), `ended` (is_finished), or None."""
-    if is_cancelled(event):
+    """Why the event is closed — to registrations and to admissions at the desk alike —
+    whatever the ticket and the seats: `cancelled` (kanban cancel, or a cancelled stage),
+    `over` (another `pipe_end` stage), `ended` (is_finished), or None.
+
+    The one decision of "closed": the intake, the waiting list, the event page, the desk
+    (spec-overlay §5.1 step 4) and `closed_events` (its queryset form) all answer by it."""
+    if is_cancelled(event) or in_cancelled_stage(event):
         return "cancelled"
     if in_closed_stage(event):
         return "over"
     if is_finished(event, now=now):
         return "ended"
     return None
+
+
+def is_closed(event: Event, *, now: datetime) -> bool:
+    return closed_reason(event, now=now) is not None
+
+
+def closed_events(*, now: datetime) -> Q:
+    """`closed_reason` as a filter on events: a list of the open ones is `.exclude(...)`. A
+    cancelled stage is a `pipe_end` one (the stage's check), so `pipe_end` covers it."""
+    return Q(kanban_state=KanbanState.CANCEL) | Q(stage__pipe_end=True) | Q(date_end__lte=now)
+
+
+def has_to_pay(registration: Registration) -> bool:
+    """The attendee still owes the ticket: sold through an order (`sold`) or marked `to_pay`,
+    and not paid (`is_paid`, set by the host's payment). A free ticket never has to pay."""
+    return registration.sale_status != SaleStatus.FREE and not registration.is_paid
 
 
 def is_launched(ticket: Ticket, *, now: datetime) -> bool:

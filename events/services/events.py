@@ -368,11 +368,15 @@ def _done_values(stage: Stage, finished_before: datetime | None):
 
 
 def _pipe_end_stage() -> Stage | None:
-    return Stage.objects.filter(pipe_end=True).order_by("sequence", "pk").first()
+    # Done is not cancelled: a cancelled stage is never where a finished event goes.
+    return (
+        Stage.objects.filter(pipe_end=True, is_cancelled=False).order_by("sequence", "pk").first()
+    )
 
 
 def mark_done(*, event: Event, actor: Any) -> Event:
-    """Move the event to the first pipe_end stage by sequence (nothing if there is none)."""
+    """Move the event to the first pipe_end stage by sequence that is not a cancelled stage
+    (nothing if there is none)."""
     stage = _pipe_end_stage()
     if stage is None:
         return event

@@ -297,7 +297,7 @@ def _intake_sql() -> str:
     event_columns = ", ".join(f"e.{quote(f.column)}" for f in _fields(Event))
     # Built from constants (table and column names from model meta); values are parameters.
     return f"""
-        SELECT {event_columns}, s.pipe_end,
+        SELECT {event_columns}, s.pipe_end, s.is_cancelled,
                (SELECT json_agg({_json_row(Ticket, "t")} ORDER BY t.id)
                   FROM {ticket} t WHERE t.event_id = e.id)::text,
                CASE WHEN e.is_multi_slots THEN
@@ -341,7 +341,8 @@ def _instances(model: type[M], text: str | None) -> list[M]:
 
 
 def _read(event_id: int) -> tuple[Event, _Loaded] | None:
-    """The event (any state; `stage_pipe_end` set) and what its checks read, or None. The
+    """The event (any state; `stage_pipe_end`, `stage_is_cancelled` set: the stage's flags
+    `selectors.closed_reason` reads) and what its checks read, or None. The
     request's first statement: it tests the kept connection itself (`pipeline.first_read`)."""
     row = pipeline.first_read(lambda: _intake_row(event_id))
     if row is None:
@@ -352,8 +353,8 @@ def _read(event_id: int) -> tuple[Event, _Loaded] | None:
     for index, convert in _from_db(Event):
         values[index] = convert(values[index], None, connection)
     event = Event.from_db(connection.alias, [f.attname for f in fields], values)
-    pipe_end, tickets, slots, questions, choice_pairs = row[width:]
-    event.stage_pipe_end = pipe_end
+    pipe_end, stage_cancelled, tickets, slots, questions, choice_pairs = row[width:]
+    event.stage_pipe_end, event.stage_is_cancelled = pipe_end, stage_cancelled
     loaded_questions = _instances(Question, questions)
     choices: dict[int, set[int]] = {
         q.pk: set() for q in loaded_questions if q.question_type == QuestionType.SIMPLE_CHOICE
