@@ -8,6 +8,7 @@ class BoothsConfig(AppConfig):
     def ready(self) -> None:
         from booths import errors  # noqa: F401 — registers the app's error codes
         from booths.admin import EVENT_EXTENSION
+        from booths.catalog import booth_rows
         from booths.demo import seed_demo, seed_demo_type
         from booths.reference_data import grant_permissions
         from booths.sale import sale_order_lines
@@ -22,6 +23,8 @@ class BoothsConfig(AppConfig):
         hooks.event_created_from_type.append(apply_type_booths)
         # Booth lines of host sale orders (spec-overlay.md §1.4), inside the seam's transaction.
         hooks.sale_order_lines["booth"] = sale_order_lines
+        # The booths catalog read beside the linked products (the seam serves the route).
+        hooks.catalogs["booths"] = booth_rows
         register_event_extension(EVENT_EXTENSION)
         from booths.dashboard import register as register_dashboard
 

@@ -42,6 +42,11 @@ def event_booths(*, event_id: int) -> QuerySet[Booth]:
     return Booth.objects.filter(event_id=event_id).select_related("booth_category")
 
 
+def catalog_booths(*, event_id: int) -> QuerySet[Booth]:
+    """The booths a host may sell for one event, with their category (one query)."""
+    return Booth.objects.filter(event_id=event_id).select_related("booth_category").order_by("pk")
+
+
 def booth_list() -> QuerySet[Booth]:
     """The staff list of booths: event and category joined."""
     return Booth.objects.select_related("event", "booth_category")

@@ -31,6 +31,10 @@ core calls each hook inside the same transaction as the change. Never Django sig
   so the lines are its whole truth and what they no longer name is to be released. The handler
   returns a mapping that joins the seam's answer (empty when nothing changed). A line of an
   unregistered kind is refused by the seam as `unknown_reference`.
+- `catalogs[name](event=)`: a catalog read an overlay adds beside the linked products
+  (`GET /api/v1/catalog/<name>?event=<id>`, booths: `booths`), called with a published, active
+  event; it returns the JSON-ready rows in a fixed number of queries. A name with no reader
+  answers `not_found`.
 - `template_previews(template, rendered)`: extra lines under the message template admin's
   preview, each hook returning text or "" (the sms overlay: length, GSM-7 / UCS-2, segments).
   `rendered` is the template rendered for the latest attendee, or None when it cannot be.
@@ -51,6 +55,7 @@ seed_demo_type: list[Callable[..., Any]] = []
 seed_demo: list[Callable[..., Any]] = []
 periodic_tasks: list[dict[str, Any]] = []
 sale_order_lines: dict[str, Callable[..., Any]] = {}
+catalogs: dict[str, Callable[..., Any]] = {}
 template_previews: list[Callable[..., str]] = []
 startup_checks: list[Callable[[], None]] = []
 

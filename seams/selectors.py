@@ -51,6 +51,11 @@ def inbox(*, status: str | None = None) -> QuerySet[SeamInbox]:
     return qs
 
 
+def catalog_event(*, event_id: int) -> Event | None:
+    """The event a catalog read may show: published and active (spec-overlay.md §6)."""
+    return Event.objects.filter(pk=event_id, is_published=True, active=True).first()
+
+
 def linked_products(*, event_id: int) -> QuerySet[LinkedProduct]:
     """The catalog rows of one event, published events only (spec-overlay.md §6)."""
     return LinkedProduct.objects.filter(event_id=event_id, is_published=True).order_by("ticket_id")

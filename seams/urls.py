@@ -9,4 +9,5 @@ urlpatterns = [
         views.catalog_linked_products,
         name="catalog-linked-products",
     ),
+    path("api/v1/catalog/booths", views.catalog_booths, name="catalog-booths"),
 ]

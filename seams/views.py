@@ -1,5 +1,7 @@
-"""The host routes (interfaces.md): the sale seam webhook and the catalog read. Thin: parse,
-call a service or selector, map the typed error to its status (`events.errors.http_status`)."""
+"""The host routes (interfaces.md): the sale seam webhook and the catalog reads (linked
+products; booths, read by the overlay that sells them through `events.hooks.catalogs`). Thin:
+parse, call a service or selector, map the typed error to its status
+(`events.errors.http_status`)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from events import hooks
 from events.errors import Code, DomainError, NotFound, ValidationFailed, http_status
 from events.models import Event
 from events.services import seats
@@ -56,26 +59,52 @@ def catalog_linked_products(request: HttpRequest) -> JsonResponse:
     """The published ticket rows of one event with their availability (None = unlimited)."""
     try:
         return _catalog(request)
+    except DomainError as error:
+        return _error(error)
     except DATABASE_UNAVAILABLE as error:
         return database_unavailable(error, api="catalog read")
 
 
-def _catalog(request: HttpRequest) -> JsonResponse:
+@require_GET
+def catalog_booths(request: HttpRequest) -> JsonResponse:
+    """The booths of one event, as the overlay that sells them reads them
+    (`events.hooks.catalogs["booths"]`): ids for the seam's booth lines, category, availability."""
+    try:
+        event = _catalog_event(request)
+        read = hooks.catalogs.get("booths")
+        if read is None:
+            raise NotFound("This installation does not sell booths.", event=event.pk)
+        return JsonResponse({"event": event.pk, "booths": read(event=event)})
+    except DomainError as error:
+        return _error(error)
+    except DATABASE_UNAVAILABLE as error:
+        return database_unavailable(error, api="catalog read")
+
+
+def _catalog_event(request: HttpRequest) -> Event:
+    """The published, active event the `event` query parameter names, or the typed refusal: 400
+    `invalid_value` for what is not an id, 404 `not_found` for an id that names no such event
+    (unknown, unpublished or archived alike: the public read reveals no hidden event)."""
     raw = request.GET.get("event", "")
     try:
         event_id = int(raw)
         if not 0 < event_id < 2**63:
             raise ValueError
     except ValueError:
-        return _error(ValidationFailed("event must be an event id.", field="event"))
-    rows = list(selectors.linked_products(event_id=event_id))
-    if not rows:
-        return _error(NotFound("No published tickets for this event.", event=event_id))
-    event = Event.objects.get(pk=event_id)
-    available = _ticket_availability(event)
+        raise ValidationFailed("event must be an event id.", field="event") from None
+    event = selectors.catalog_event(event_id=event_id)
+    if event is None:
+        raise NotFound("There is no published event with this id.", event=event_id)
+    return event
+
+
+def _catalog(request: HttpRequest) -> JsonResponse:
+    event = _catalog_event(request)
+    rows = list(selectors.linked_products(event_id=event.pk))
+    available = _ticket_availability(event) if rows else {}
     return JsonResponse(
         {
-            "event": event_id,
+            "event": event.pk,
             "products": [
                 {
                     "event_id": row.event_id,
