@@ -3,7 +3,8 @@ calls a booths service and a typed refusal becomes an admin message, never a 500
 
 - Booths: per event, with state, renter and booking history; created, edited and deleted by
   `create_booth` / `update_booth` / `delete_booth` (the §2.2 fences); actions block / release.
-- Bookings: the history, read only; actions confirm / release / cancel call the booking verbs.
+- Bookings: the history, read only; "add" is the staff's booking request (a quotation's hold,
+  `request_booking`); actions confirm / release / cancel call the booking verbs.
 - Categories and template lines (`TypeBooth`, per event type): config rows through their verbs.
 - The Event admin gets a booths inline, a "booths" column (free / total) and a summary field
   through the core's extension point (registered in `BoothsConfig.ready()`).
@@ -11,6 +12,7 @@ calls a booths service and a typed refusal becomes an admin message, never a 500
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.utils.html import format_html
@@ -20,10 +22,10 @@ from booths.models import Booth, BoothBooking, BoothCategory, TypeBooth
 from booths.services import bookings, config
 from booths.services import booths as booth_services
 from events.admin.base import (
-    ReadOnlyAdmin,
     ReadOnlyInline,
     RowVerbs,
     ServiceAdmin,
+    ServiceErrorsMixin,
     ServiceInline,
     delete_each,
     form_fields,
@@ -280,8 +282,28 @@ class BoothAdmin(BookingVerbs, ServiceAdmin):
         )
 
 
+class BookingRequestForm(forms.ModelForm):
+    """What staff type to request a booth for a host order; `request_booking` decides."""
+
+    class Meta:
+        model = BoothBooking
+        fields = (
+            "booth",
+            "order_ref",
+            "order_line_ref",
+            "partner_ref",
+            "contact_name",
+            "contact_email",
+            "contact_phone",
+        )
+
+
 @admin.register(BoothBooking)
-class BoothBookingAdmin(BookingVerbs, ReadOnlyAdmin):
+class BoothBookingAdmin(BookingVerbs, ServiceErrorsMixin, admin.ModelAdmin):
+    """Booking rows are written by the booking verbs only: the add page requests one
+    (`request_booking`; a refusal such as `booth_unavailable` is an error message and nothing
+    is written), existing rows are read only and change through the actions."""
+
     list_display = (
         "booth",
         "event",
@@ -296,6 +318,35 @@ class BoothBookingAdmin(BookingVerbs, ReadOnlyAdmin):
     search_fields = ("order_ref", "partner_ref", "contact_name", "booth__name")
     list_select_related = ("booth", "booth__event")
     actions = ["confirm", "release", "cancel"]
+    form = BookingRequestForm
+    autocomplete_fields = ("booth",)
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return ()
+        return (*BookingRequestForm.Meta.fields, "state", "created_at", "decided_at")
+
+    def save_model(self, request, obj, form, change):
+        data = form.cleaned_data
+        row = bookings.request_booking(
+            booth=data["booth"],
+            order_ref=data["order_ref"],
+            order_line_ref=data["order_line_ref"],
+            partner_ref=data["partner_ref"],
+            contact={
+                "name": data["contact_name"],
+                "email": data["contact_email"],
+                "phone": data["contact_phone"],
+            },
+            actor=request.user,
+        )
+        _refresh(obj, row)
 
     @admin.display(description="event", ordering="booth__event")
     def event(self, obj: BoothBooking):

@@ -201,6 +201,70 @@ def test_booth_actions_block_and_release_with_refusals_as_messages(client, fair)
     assert Booth.objects.get(pk=free.pk).state == "unavailable"
 
 
+def request_form(booth, order_ref: str) -> dict:
+    return {
+        "booth": booth.pk,
+        "order_ref": order_ref,
+        "order_line_ref": f"{order_ref}/2",
+        "partner_ref": "P9",
+        "contact_name": "Quinn Quote",
+        "contact_email": "quinn@example.org",
+        "contact_phone": "+32 2 555 01 09",
+    }
+
+
+def test_staff_request_a_booking_in_the_admin_through_request_booking(client, fair):
+    _, _, free = fair
+    user = staff_client(client, "Event user")
+    assert user.get(f"{BOOKINGS}add/").status_code == 200
+
+    response = user.post(f"{BOOKINGS}add/", request_form(free, "SO7"), follow=True)
+
+    assert response.status_code == 200
+    assert errors_of(response) == []
+    booking = BoothBooking.objects.get(order_ref="SO7")
+    assert (booking.booth, booking.state, booking.order_line_ref, booking.partner_ref) == (
+        free,
+        "pending",
+        "SO7/2",
+        "P9",
+    )
+    assert (booking.contact_name, booking.contact_email) == ("Quinn Quote", "quinn@example.org")
+    entry = EventAuditLog.objects.get(verb="booth_booking.requested", data__order_ref="SO7")
+    assert (entry.actor_type, entry.data["booking"]) == ("user", booking.pk)
+    # the request is a quotation: the booth stays free, beside SO3's
+    assert Booth.objects.get(pk=free.pk).state == "available"
+    assert set(free.bookings.values_list("order_ref", flat=True)) == {"SO3", "SO7"}
+    # a booking row stays read only
+    page = user.get(f"{BOOKINGS}{booking.pk}/change/")
+    assert page.context["has_change_permission"] is False
+
+
+@pytest.mark.parametrize("order_ref, code", [("SO8", "booth_unavailable"), ("  ", "invalid_value")])
+def test_a_refused_request_in_the_admin_is_an_error_message_and_writes_nothing(
+    client, fair, order_ref, code
+):
+    _, booked, free = fair
+    booth = booked if code == "booth_unavailable" else free
+    user = staff_client(client, "Event user")
+    before = booths_snapshot()
+
+    response = user.post(f"{BOOKINGS}add/", request_form(booth, order_ref), follow=True)
+
+    assert response.status_code == 200
+    assert [code in m for m in errors_of(response)] == [True]
+    assert booths_snapshot() == before
+
+
+def test_the_desk_cannot_request_a_booking(client, fair):
+    _, _, free = fair
+    desk = staff_client(client, "Event desk")
+    before = booths_snapshot()
+    assert desk.get(f"{BOOKINGS}add/").status_code == 403
+    assert desk.post(f"{BOOKINGS}add/", request_form(free, "SO7")).status_code == 403
+    assert booths_snapshot() == before
+
+
 def test_renaming_a_booked_booth_in_the_admin_is_booth_locked(client, fair):
     _, booked, _ = fair
     user = staff_client(client, "Event user")
