@@ -114,7 +114,15 @@ class EventSmsQueue(ABC):
 
 
 class EventLeadSink(ABC):
-    """Creates a lead (`lead_ref=None`) or updates one; returns the lead's `lead_ref`."""
+    """Creates a lead (`lead_ref=None`) or updates one; returns the lead's `lead_ref`.
+
+    `values` carries the lead's fields (name, type, team, user, tags, contact, utm,
+    description, `event_id`, `rule_id`, `group_key`, `registration_ids`, …) and
+    `idempotency_key`, the lead's stable identity (`rule:<rule id>:event:<event id>:<group
+    key>`): every call for the same lead carries the same key, whichever pass or walker makes
+    it. A call may come again with `lead_ref=None` for a lead the sink already made — the pass
+    crashed after the sink's write, or its lease expired and the next holder redoes the batch —
+    so an adapter that upserts by the key (a unique external id in the CRM) never makes two."""
 
     port_name = "EventLeadSink"
 

@@ -464,7 +464,7 @@ def _leads(
         if provenance is not None:
             members = sorted(earlier.get(provenance.pk, []) + members, key=lambda r: r.pk)
         lead = values.lead_values(
-            rule=by_id[rule_id], event=event, registrations=members, answers=answers
+            rule=by_id[rule_id], event=event, group_key=key, registrations=members, answers=answers
         )
         items.append((provenance.lead_ref if provenance is not None else None, lead))
 

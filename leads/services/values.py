@@ -5,7 +5,11 @@
 - the rule's type, team, user and tags; the event; the first non-empty utm values;
 - a description listing each participant (name, email, phone) with their answers (question:
   choice or text), in registration order. An order lead that gains participants is sent the
-  whole list again, so its new description is the old one with the new participants appended.
+  whole list again, so its new description is the old one with the new participants appended;
+- `idempotency_key`: the lead's identity, `rule:<rule id>:event:<event id>:<group key>` — the
+  provenance's unique (rule, event, group). Every pass that sends this lead sends the same key,
+  so a sink can upsert by it when a lead_ref never reached us (a crash after the sink's write, a
+  walker whose lease expired and whose batch is redone by the next holder).
 """
 
 from __future__ import annotations
@@ -47,14 +51,22 @@ def _first(registrations: Sequence[Registration], field: str) -> str:
     return next((getattr(r, field) for r in registrations if getattr(r, field)), "")
 
 
+def idempotency_key(*, rule_id: int, event_id: int, group_key: str) -> str:
+    """The stable key of the lead of (rule, event, group). The event is part of it: a rule
+    without an event scope makes one lead per event for the same order or partner."""
+    return f"rule:{rule_id}:event:{event_id}:{group_key}"
+
+
 def lead_values(
     *,
     rule: LeadRule,
     event: Event,
+    group_key: str,
     registrations: Sequence[Registration],
     answers: Mapping[int, Sequence[Answer]],
 ) -> dict[str, Any]:
-    """The values of the lead of `rule` for these registrations (ordered by id)."""
+    """The values of the lead of `rule` for the group `group_key` of these registrations
+    (ordered by id)."""
     contact = next(
         (r for r in registrations if r.contact_source == ContactSource.PARTNER and r.partner_ref),
         registrations[0],
@@ -71,6 +83,8 @@ def lead_values(
         "event_name": event.name,
         "rule_id": rule.pk,
         "basis": rule.lead_creation_basis,
+        "group_key": group_key,
+        "idempotency_key": idempotency_key(rule_id=rule.pk, event_id=event.pk, group_key=group_key),
         "partner_ref": _first(registrations, "partner_ref"),
         "contact_name": contact_name,
         "email": contact.email or _first(registrations, "email"),
