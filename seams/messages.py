@@ -3,7 +3,10 @@
 `parse(document)` turns a decoded JSON document into a `Message`, or raises `MalformedMessage`
 with `path` (e.g. `data.order.lines[1].quantity`). Pure: no database access. Besides the
 schema it refuses what PostgreSQL could not store (NUL characters, lone surrogates, NaN and
-infinities, ids beyond bigint), so a stored body is always storable and a refusal is never a 500.
+infinities, ids beyond bigint), so a stored body is always storable and a refusal is never a 500,
+and the control characters of the core's input rule (events.services.inputs.control_free): none
+in a one-line field (refs, names, emails, phones, companies, currency, campaign tags), only tab
+and line breaks in any other text (an answer), so what the seam mints always exports.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from events.services.inputs import control_free
 from seams.errors import MalformedMessage
 
 ORDER_TYPES = ("order.confirmed", "order.paid", "order.cancelled")
@@ -83,6 +87,8 @@ def check_storable(value: Any, path: str = "", depth: int = 0) -> None:
             value.encode("utf-8")
         except UnicodeEncodeError:
             raise _fail(path or "$", "is not valid Unicode text") from None
+        if not control_free(value, multiline=True):
+            raise _fail(path or "$", "contains a control character")
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise _fail(path or "$", "is not a finite number")
@@ -116,6 +122,8 @@ def _str(
         raise _fail(where, "must not be empty")
     if len(value) > max_length:
         raise _fail(where, f"is longer than {max_length} characters")
+    if not control_free(value.strip()):
+        raise _fail(where, "must be one line without control characters (no tab, no line break)")
     return value
 
 

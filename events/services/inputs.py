@@ -5,6 +5,11 @@ Invariants:
   model field (`Registration._meta`), never written twice; the form's `maxlength` reads the
   same `limit()`;
 - text PostgreSQL cannot store (NUL) or UTF-8 cannot encode (lone surrogates) is refused;
+- a control character is refused (`control_free`): a one-line value (a name, an email, a
+  phone, a company, a reference, a campaign tag) holds none, not even a tab or a line break; a
+  free-text answer may hold tab, line feed and carriage return, nothing else. What is stored is
+  then always something an export, a mail or a log line can carry (an XLSX cell refuses C0
+  controls: one stored name made the event's export fail for every staff user);
 - an id is ASCII digits or a JSON integer inside the bigint range; anything else (Unicode
   digits `str.isdigit()` accepts but `int()` refuses or reads differently, bools, floats,
   huge numbers) is no id at all, so the caller's "unknown" refusal answers;
@@ -16,10 +21,12 @@ Invariants:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
 from django.db.models import CharField
+from django.utils.translation import gettext as _
 
 from events.errors import ValidationFailed
 from events.models import Registration
@@ -30,6 +37,10 @@ BIGINT_MAX = 2**63 - 1
 MAX_JSON_DEPTH = 32
 CONTACT_FIELDS = ("name", "email", "phone", "company_name")
 UTM_FIELDS = ("source", "medium", "campaign")
+# C0 and C1 controls, DEL, the Unicode line and paragraph separators, and the two
+# noncharacters XML (so XLSX) cannot hold. Free text keeps tab, LF and CR.
+ONE_LINE_REFUSED = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ufffe\uffff]")
+TEXT_REFUSED = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffe\uffff]")
 
 
 def limit(field: str) -> int:
@@ -88,16 +99,40 @@ def storable(value: str) -> bool:
     return True
 
 
+def control_free(value: str, *, multiline: bool = False) -> bool:
+    """No control character one line (or, `multiline`, a free text) may not hold."""
+    refused = TEXT_REFUSED if multiline else ONE_LINE_REFUSED
+    return refused.search(value) is None
+
+
 def check_text(
-    value: str, *, code: str, max_length: int | None = None, label: str = "", **where: Any
+    value: str,
+    *,
+    code: str,
+    max_length: int | None = None,
+    label: str = "",
+    multiline: bool = False,
+    **where: Any,
 ) -> str:
-    """`value` stripped, or a refusal (`code`, `where` names the field: field=/question=)."""
+    """`value` stripped, or a refusal (`code`, `where` names the field: field=/question=).
+    One line unless `multiline` (a free-text answer); surrounding whitespace, a trailing line
+    break included, is dropped before the control characters are looked for."""
     what = label or str(where.get("field") or "This answer")
     if not storable(value):
         raise ValidationFailed(
             f"{what} contains characters that cannot be stored.", code=code, **where
         )
     text = value.strip()
+    if not control_free(text, multiline=multiline):
+        message = (
+            _("%(what)s contains a control character, which it cannot hold.")
+            if multiline
+            else _(
+                "%(what)s must be one line of text without control characters (such as a "
+                "line break or a tab)."
+            )
+        )
+        raise ValidationFailed(message % {"what": what}, code=code, **where)
     if max_length is not None and len(text) > max_length:
         raise ValidationFailed(
             f"{what} is too long (at most {max_length} characters).",

@@ -199,6 +199,7 @@ def clean_answers(
             value,
             code="invalid_answer",
             label=f"“{question.title}”",
+            multiline=True,  # a contact answer is held to one line below
             attendee=attendee,
             question=question.pk,
         )

@@ -18,6 +18,7 @@ from django.core.cache import cache
 from django.urls import reverse
 from django.utils import timezone
 
+from events.errors import DomainError
 from events.models import Event, QuestionType, Registration, Stage, Ticket
 from events.services import events, inputs, intake, registrations
 from tests.events import factories
@@ -447,3 +448,142 @@ def test_the_event_page_with_an_id_beyond_bigint_is_a_404(client, db):
     path = reverse("event-detail", kwargs={"event_id": 10**30})
     assert client.get(path).status_code == 404
     assert client.post(path, {"a0-name": "Ada"}, REMOTE_ADDR="10.9.0.5").status_code == 404
+
+
+# --- control characters: one line in a contact field, tab and line breaks in free text --------
+
+# Each a character a stored name must not hold (an XLSX cell refuses the C0 ones: one such name
+# made the event's export fail for every staff user).
+ONE_LINE_CONTROLS = [
+    "\x01",
+    "\x1b",
+    "\t",
+    "\n",
+    "\r",
+    "\x0b",
+    "\x7f",
+    "\x85",
+    "\u2028",
+    "\u2029",
+    "\ufffe",
+]
+
+
+@pytest.mark.parametrize("control", ONE_LINE_CONTROLS, ids=repr)
+# (An email holding one was refused before: no address has one.)
+@pytest.mark.parametrize("field", ["name", "phone", "company_name"])
+def test_a_control_character_in_a_contact_field_is_refused_naming_it(client, ev, field, control):
+    event, ticket, *_ = ev
+    before = written()
+    value = f"+32 470{control}12 34 56" if field == "phone" else f"Ada{control}Lovelace"
+
+    error = refused(api(client, event.pk, one(ticket, **{field: value})), 400, "invalid_attendee")
+
+    assert (error["field"], error["attendee"]) == (field, 0)
+    assert written() == before
+
+
+def test_surrounding_whitespace_of_a_contact_field_is_dropped_not_refused(client, ev):
+    event, ticket, *_ = ev
+
+    response = api(client, event.pk, one(ticket, name="\tAda Lovelace\r\n"))
+
+    assert response.status_code == 201, response.content
+    assert Registration.objects.get(event=event).name == "Ada Lovelace"
+
+
+def test_a_free_text_answer_keeps_its_lines_and_tabs(client, ev):
+    event, ticket, _, _, note = ev
+    payload = one(ticket)
+    payload["attendees"][0]["answers"] = {str(note.pk): "line one\r\nline two\tand a tab"}
+
+    response = api(client, event.pk, payload)
+
+    assert response.status_code == 201, response.content
+    reg = Registration.objects.get(event=event)
+    assert reg.answers.get(question=note).text_value == "line one\r\nline two\tand a tab"
+
+
+@pytest.mark.parametrize("control", ["\x01", "\x0b", "\x0c", "\x1f", "\x7f", "\x9f", "\uffff"])
+def test_another_control_character_in_a_free_text_answer_is_refused(client, ev, control):
+    event, ticket, _, _, note = ev
+    before = written()
+    payload = one(ticket)
+    payload["attendees"][0]["answers"] = {str(note.pk): f"fine{control}text"}
+
+    error = refused(api(client, event.pk, payload), 400, "invalid_answer")
+
+    assert (error["question"], error["attendee"]) == (note.pk, 0)
+    assert written() == before
+
+
+def test_a_contact_questions_answer_is_one_line_too(client, ev):
+    event, ticket, *_ = ev
+    full_name = factories.QuestionFactory(
+        event=event, title="Full name", question_type=QuestionType.NAME
+    )
+    before = written()
+    payload = {"ticket_id": ticket.pk, "attendees": [{"email": "ada@example.org"}]}
+    payload["attendees"][0]["answers"] = {str(full_name.pk): "Ada\nLovelace"}
+
+    error = refused(api(client, event.pk, payload), 400, "invalid_answer")
+
+    assert error["question"] == full_name.pk
+    assert written() == before
+
+
+def test_a_control_character_in_a_utm_tag_or_the_key_is_refused_naming_it(client, ev):
+    event, ticket, *_ = ev
+    before = written()
+    payload = one(ticket)
+    payload["utm"] = {"source": "news\x01letter"}
+
+    assert refused(api(client, event.pk, payload), 400, "invalid_value")["field"] == "utm.source"
+    error = refused(
+        api(client, event.pk, one(ticket), HTTP_IDEMPOTENCY_KEY="k\x01ey"), 400, "invalid_value"
+    )
+    assert error["field"] == "Idempotency-Key"
+    assert written() == before
+
+
+def test_the_form_shows_a_control_character_refused_next_to_its_field(client, ev):
+    event, ticket, *_ = ev
+    before = written()
+    post = {"ticket": str(ticket.pk), "quantity": "1", "a0-name": "Ada\x01Lovelace"}
+
+    response = client.post(
+        reverse("event-detail", kwargs={"event_id": event.pk}), post, REMOTE_ADDR="10.9.0.4"
+    )
+
+    assert response.status_code == 400
+    html = response.content.decode()
+    tag = re.search(r'<input[^>]*name="a0-name"[^>]*>', html).group(0)
+    assert 'aria-invalid="true"' in tag
+    assert re.search(r'<p class="error" id="f-a0-name-error">[^<]*control characters', html)
+    assert written() == before
+
+
+def test_staff_and_host_writes_meet_the_same_rule(ev):
+    """registrations.register (the admin's add form, the seam's mint) and sync_from_partner
+    check contact fields with the same one-line rule."""
+    event, ticket, *_ = ev
+    before = written()
+    with pytest.raises(DomainError) as staff:
+        registrations.register(
+            event=event,
+            ticket=ticket,
+            attendees=[{"name": "Ada\x01", "email": "ada@example.org"}],
+            actor=factories.UserFactory(is_staff=True),
+        )
+    with pytest.raises(DomainError) as host:
+        registrations.sync_from_partner(
+            partner_ref="P1",
+            name="Ada",
+            email="ada@example.org",
+            phone="",
+            company_name="ACME\nInc",
+            actor=factories.UserFactory(is_staff=True),
+        )
+    assert (staff.value.code, staff.value.details["field"]) == ("invalid_attendee", "name")
+    assert (host.value.code, host.value.details["field"]) == ("invalid_value", "company_name")
+    assert written() == before

@@ -1129,3 +1129,28 @@ def test_the_demo_has_a_sold_out_event_with_a_waiting_list():
     assert held(event) == 1 and seats.audit(event=event) == []
     offered = entries.get(state=W.OFFERED)
     assert MailOutbox.objects.filter(idempotency_key=waitlist.mail_key(offered)).exists()
+
+
+# --- control characters --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("control", ["\x01", "\t", "\n", "\x7f", "\u2028"], ids=repr)
+def test_a_control_character_in_the_name_is_refused_on_the_api_and_the_form(client, actor, control):
+    event, _ = sold_out(actor)
+    before = written(event)
+
+    response = api(client, event, {"name": f"Ada{control}Lovelace", "email": "ada@example.org"})
+    form = client.post(
+        reverse("waitlist-join", args=[event.pk]),
+        {"name": f"Ada{control}Lovelace", "email": "ada@example.org"},
+    )
+
+    error = response.json()["error"]
+    assert (response.status_code, error["code"], error["field"]) == (
+        400,
+        "invalid_attendee",
+        "name",
+    )
+    assert form.status_code == 400
+    assert 'id="w-name-error"' in form.content.decode()
+    assert written(event) == before
