@@ -1,22 +1,20 @@
-"""The desk's error codes (interfaces.md "Error codes"; the desk adds two transport answers).
+"""The desk's error codes (interfaces.md "Error codes"; the desk adds a transport answer).
 
 The scan itself never raises for a ticket problem: every branch of spec-overlay.md §5.1 is an
-answer (`status`). These codes answer the requests that never reach the verb.
+answer (`status`). These codes answer the requests that never reach the verb; `forbidden` is
+core's (the attendee export refuses with it too).
 """
 
 from __future__ import annotations
 
-from events.errors import Code, DomainError, ErrorCode, register_codes
+from events.errors import Code, DomainError, ErrorCode, Forbidden, register_codes
+
+__all__ = ["CsrfFailed", "DeskCode", "Forbidden", "MethodNotAllowed"]
 
 
 @register_codes
 class DeskCode(ErrorCode):
-    FORBIDDEN = "forbidden", 403
     CSRF_FAILED = "csrf_failed", 403
-
-
-class Forbidden(DomainError):
-    code = DeskCode.FORBIDDEN
 
 
 class CsrfFailed(DomainError):

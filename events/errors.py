@@ -88,6 +88,9 @@ class Code(ErrorCode):
     PAYLOAD_TOO_LARGE = "payload_too_large", 413
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type", 415
     SERVER_ERROR = "server_error", 500
+    # A signed-in user lacking the permission a staff verb needs (the desk's check-in, the
+    # attendee export).
+    FORBIDDEN = "forbidden", 403
 
 
 class DomainError(Exception):
@@ -159,6 +162,10 @@ class CancellationRefused(DomainError):
     cancel_deadline_passed)."""
 
     code = Code.CANCEL_DEADLINE_PASSED
+
+
+class Forbidden(DomainError):
+    code = Code.FORBIDDEN
 
 
 class SeatsAvailable(DomainError):

@@ -243,8 +243,8 @@ class EventAdmin(ServiceAdmin):
 
     def has_export_permission(self, request):
         """The export actions sit among the changelist's tools, which only those who may change
-        events get (the desk group sees no action at all); anyone with the view permission on
-        registrations exports from the dashboard's buttons."""
+        events get (the desk group sees no action at all); anyone holding the export permission
+        (`exports.PERMISSION`) exports from the dashboard's buttons."""
         return exports.can_export(request) and self.has_change_permission(request)
 
     @admin.display(description="dashboard")

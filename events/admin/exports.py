@@ -1,7 +1,8 @@
 """Attendee exports from the admin: buttons on the event dashboard and two Event actions.
 
-Only staff with the view permission on registrations export (a 403 otherwise, and the actions
-are not offered); the Event itself must be visible to them. CSV streams
+Only staff holding `events.export_registrations` export (`exports.PERMISSION`: the Event user
+and Event manager groups, never the desk's; a 403 otherwise, and the actions and buttons are
+not offered); the Event itself must be visible to them. CSV streams
 (`StreamingHttpResponse` over `events.services.exports.stream_csv`) whatever its size. An XLSX
 is built in memory: up to `exports.BACKGROUND_ROWS` registrations during the request, past that
 by the worker — the GET shows a page with one "Prepare" button (a POST queues the build), then
@@ -22,14 +23,14 @@ from events.errors import DomainError
 from events.models import Event, ExportState
 from events.services import exports
 
-PERMISSION = "events.view_registration"
+PERMISSION = exports.PERMISSION
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 CONTENT_TYPES = {"csv": "text/csv", "xlsx": XLSX_TYPE}
 PROGRESS_REFRESH_SECONDS = 2
 
 
 def can_export(request) -> bool:
-    return request.user.is_active and request.user.has_perm(PERMISSION)
+    return exports.may_export(request.user)
 
 
 def response(events: list[Event], fmt: str):
@@ -125,6 +126,10 @@ def export_download_view(modeladmin: admin.ModelAdmin, request, export_id: int):
 
 
 def _action(request, queryset, fmt: str):
+    # Django offers and runs the actions only to `has_export_permission`; checked here too, so
+    # an action added elsewhere without that guard cannot export.
+    if not can_export(request):
+        raise PermissionDenied
     events = list(queryset.order_by("pk"))
     if exports.in_background([e.pk for e in events], fmt):
         return _queue(request, events, fmt)  # an action is a POST already

@@ -5,10 +5,6 @@ Invariants:
   `= + - @ TAB CR` is prefixed with a single quote, so no spreadsheet reads it as a formula
   (OWASP "CSV injection"); commas, quotes and newlines are left to the writers' quoting
   (tablib uses Python's csv module and openpyxl), never stripped;
-- every character an XLSX cell cannot hold (C0 controls but tab, LF and CR; U+FFFE, U+FFFF)
-  is replaced by U+FFFD in every cell and header, in both formats, before the formula check:
-  whatever was stored (the intake refuses them now; older rows, staff input) never fails an
-  export, and a staff member sees where a character was;
 - the CSV streams: registrations are read in chunks of `CHUNK` by primary key, each chunk's
   answers in one query, and each chunk written as it is read, so memory and the query count
   grow with the number of chunks, not with rows held at once. The XLSX workbook is built in
@@ -22,12 +18,15 @@ Invariants:
   written every CHUNK rows, the finish fenced by the attempt number), then downloaded by its
   requester until it expires (EXPIRES_AFTER; expired rows are deleted by the next request).
 A synchronous export writes nothing (it is not audited; the access log records the request).
+Every entry point checks `PERMISSION` (`may_export`): the admin's view and actions, the request
+of a background export (`forbidden` otherwise, nothing written) and the worker before it builds
+one (a requester who lost it gets a failed export, never the file). The door staff's group does
+not hold it.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
@@ -38,7 +37,7 @@ from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from events.errors import Code, NotFound, ValidationFailed
+from events.errors import Code, Forbidden, NotFound, ValidationFailed
 from events.models import (
     AttendeeExport,
     Event,
@@ -53,6 +52,10 @@ from events.services import audit, nudge
 
 logger = logging.getLogger("events.exports")
 
+# Every attendee's contact details in one file: a permission of its own (least privilege), held
+# by the Event user and Event manager groups (events.reference_data), not by the desk's.
+PERMISSION = "events.export_registrations"
+
 CHUNK = 1000
 BACKGROUND_ROWS = 5_000  # an XLSX of more registrations is built by the worker
 EXPIRES_AFTER = timedelta(hours=24)
@@ -62,10 +65,6 @@ BUILD_TASK = "events.build_exports"
 BUILD_KEY = "events:nudge:export-build"
 REQUESTED = "attendee_export.requested"
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-# What XML 1.0, so an XLSX cell, cannot hold (openpyxl raises IllegalCharacterError on the C0
-# ones and would write the two noncharacters into a file spreadsheets refuse to open).
-UNWRITABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-REPLACEMENT = "\ufffd"
 FIXED = (
     "Registration ID",
     "Event",
@@ -85,13 +84,16 @@ FIXED = (
 )
 
 
+def may_export(user: Any) -> bool:
+    """An active user holding PERMISSION (a superuser holds every permission); anything else
+    (an actor label, an anonymous user) may not."""
+    return bool(getattr(user, "is_active", False) and user.has_perm(PERMISSION))
+
+
 def safe_cell(value: Any) -> Any:
-    """A cell every writer can hold and no spreadsheet evaluates: characters XML refuses are
-    replaced, then text starting like a formula gets a leading quote."""
-    if isinstance(value, str):
-        value = UNWRITABLE.sub(REPLACEMENT, value)
-        if value.startswith(FORMULA_STARTS):
-            return "'" + value
+    """A cell no spreadsheet evaluates: text starting like a formula gets a leading quote."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
     return value
 
 
@@ -110,8 +112,7 @@ def question_titles(event_ids: Sequence[int]) -> list[str]:
 
 
 def headers(event_ids: Sequence[int]) -> list[str]:
-    # A title is staff input, a header a cell like any other.
-    return [*FIXED, *(safe_cell(title) for title in question_titles(event_ids))]
+    return [*FIXED, *question_titles(event_ids)]
 
 
 def _answers(registration_ids: list[int]) -> dict[int, dict[str, str]]:
@@ -219,9 +220,12 @@ def request_export(
     """Queue an export for the worker; returns its row. `actor` is the requesting user: only
     they download it.
 
-    Refusals, nothing written: `invalid_value` (unknown format), `not_found` (no such event).
+    Refusals, nothing written: `forbidden` (the actor may not export), `invalid_value`
+    (unknown format), `not_found` (no such event).
     """
     now = now or timezone.now()
+    if not may_export(actor):
+        raise Forbidden("Exporting attendees needs the export permission.", permission=PERMISSION)
     if file_format not in ExportFormat.values:
         raise ValidationFailed(
             f"Unknown export format {file_format!r}.", code=Code.INVALID_VALUE, field="format"
@@ -293,9 +297,10 @@ def _claim(now: datetime, report: BuildReport) -> AttendeeExport | None:
             )
             if export is None:
                 return None
-            if export.attempts >= MAX_ATTEMPTS:
+            refusal = _refusal(export)
+            if refusal:
                 export.state = ExportState.FAILED
-                export.error = f"Gave up after {export.attempts} attempts."
+                export.error = refusal
                 export.finished_at = now
                 export.save(update_fields=["state", "error", "finished_at"])
                 report.failed += 1
@@ -307,6 +312,16 @@ def _claim(now: datetime, report: BuildReport) -> AttendeeExport | None:
             export.rows_done = 0
             export.save(update_fields=["state", "attempts", "started_at", "rows_done"])
             return export
+
+
+def _refusal(export: AttendeeExport) -> str:
+    """Why the claimed export is not built, or "": past its attempts, or its requester may no
+    longer export (decided when the build starts, not when it was asked for)."""
+    if export.attempts >= MAX_ATTEMPTS:
+        return f"Gave up after {export.attempts} attempts."
+    if not may_export(export.requested_by):
+        return "The requester may not export attendees (the export permission is needed)."
+    return ""
 
 
 def _progress(export: AttendeeExport, rows_done: int) -> None:

@@ -83,6 +83,7 @@ def test_user_group_permissions():
     for model in ("event", "ticket", "slot", "question", "mail", "registration"):
         assert {f"events.add_{model}", f"events.change_{model}", f"events.view_{model}"} <= perms
     assert "events.checkin_registration" in perms
+    assert "events.export_registrations" in perms
     assert {"events.view_eventtype", "events.view_eventauditlog", "leads.view_leadrule"} <= perms
     assert {p for p in perms if ".delete_" in p} == set()
     assert {p for p in perms if p.endswith("_eventtype") or p.endswith("_stage")} == {
@@ -144,6 +145,62 @@ def test_desk_cannot_run_event_actions(client):
     )
     assert response.status_code == 200
     assert Event.objects.get(pk=event.pk).is_published is False
+
+
+# --- attendee exports: every attendee's contact details, never for the door ------------------
+
+# Written out here (spec.md §9, docs/spec.md "Groups"): who may export the attendees.
+EXPORTS = {"Event desk": False, "Event user": True, "Event manager": True}
+
+
+@pytest.mark.parametrize(("group", "allowed"), sorted(EXPORTS.items()))
+def test_the_export_matrix_over_every_entry_point(client, monkeypatch, group, allowed):
+    """The dashboard's buttons, the export view (CSV, XLSX, the POST that queues a large
+    XLSX), the progress and download pages, the changelist actions, and the service itself."""
+    from events.errors import DomainError
+    from events.models import AttendeeExport
+    from events.services import exports
+
+    event = factories.EventFactory(name="Summit")
+    factories.RegistrationFactory(event=event, name="Ada", email="ada@example.org")
+    user = staff(group)
+    client.force_login(user)
+    ok = 200 if allowed else 403
+    assert ("events.export_registrations" in codenames(group)) is allowed
+
+    dashboard = client.get(f"/admin/events/event/{event.pk}/dashboard/")
+    assert dashboard.status_code == 200
+    assert ('id="export-csv"' in dashboard.content.decode()) is allowed
+    csv = client.get(f"/admin/events/event/{event.pk}/export/csv/")
+    assert csv.status_code == ok
+    assert (b"ada@example.org" in b"".join(getattr(csv, "streaming_content", [b""]))) is allowed
+    assert client.get(f"/admin/events/event/{event.pk}/export/xlsx/").status_code == ok
+
+    changelist = client.get("/admin/events/event/")
+    form = changelist.context["action_form"]
+    offered = {value for value, _ in form.fields["action"].choices} if form else set()
+    assert ("export_attendees_csv" in offered) is allowed
+    action = client.post(
+        "/admin/events/event/", {"action": "export_attendees_csv", "_selected_action": [event.pk]}
+    )
+    assert ("Content-Disposition" in action) is allowed
+
+    monkeypatch.setattr(exports, "BACKGROUND_ROWS", 0)  # every XLSX goes to the worker
+    queued = client.post(f"/admin/events/event/{event.pk}/export/xlsx/")
+    assert queued.status_code == (302 if allowed else 403)
+    assert AttendeeExport.objects.count() == (1 if allowed else 0)
+    if allowed:
+        export = AttendeeExport.objects.get()
+        assert exports.build_exports().built == 1
+        download = f"/admin/events/event/exports/{export.pk}/download/"
+        assert client.get(download).status_code == 200
+    else:
+        with pytest.raises(DomainError) as refused:
+            exports.request_export(event_ids=[event.pk], file_format="xlsx", actor=user)
+        assert refused.value.code == "forbidden"
+        assert not AttendeeExport.objects.exists()
+        assert client.get("/admin/events/event/exports/1/").status_code == 403
+        assert client.get("/admin/events/event/exports/1/download/").status_code == 403
 
 
 # --- Event user ---------------------------------------------------------------------------
