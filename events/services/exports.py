@@ -5,6 +5,10 @@ Invariants:
   `= + - @ TAB CR` is prefixed with a single quote, so no spreadsheet reads it as a formula
   (OWASP "CSV injection"); commas, quotes and newlines are left to the writers' quoting
   (tablib uses Python's csv module and openpyxl), never stripped;
+- every character an XLSX cell cannot hold (C0 controls but tab, LF and CR; U+FFFE, U+FFFF)
+  is replaced by U+FFFD in every cell and header, in both formats, before the formula check:
+  whatever was stored (the intake refuses them now; older rows, staff input) never fails an
+  export, and a staff member sees where a character was;
 - the CSV streams: registrations are read in chunks of `CHUNK` by primary key, each chunk's
   answers in one query, and each chunk written as it is read, so memory and the query count
   grow with the number of chunks, not with rows held at once. The XLSX workbook is built in
@@ -27,6 +31,7 @@ not hold it.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
@@ -65,6 +70,10 @@ BUILD_TASK = "events.build_exports"
 BUILD_KEY = "events:nudge:export-build"
 REQUESTED = "attendee_export.requested"
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# What XML 1.0, so an XLSX cell, cannot hold (openpyxl raises IllegalCharacterError on the C0
+# ones and would write the two noncharacters into a file spreadsheets refuse to open).
+UNWRITABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+REPLACEMENT = "\ufffd"
 FIXED = (
     "Registration ID",
     "Event",
@@ -91,9 +100,12 @@ def may_export(user: Any) -> bool:
 
 
 def safe_cell(value: Any) -> Any:
-    """A cell no spreadsheet evaluates: text starting like a formula gets a leading quote."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
+    """A cell every writer can hold and no spreadsheet evaluates: characters XML refuses are
+    replaced, then text starting like a formula gets a leading quote."""
+    if isinstance(value, str):
+        value = UNWRITABLE.sub(REPLACEMENT, value)
+        if value.startswith(FORMULA_STARTS):
+            return "'" + value
     return value
 
 
@@ -112,7 +124,8 @@ def question_titles(event_ids: Sequence[int]) -> list[str]:
 
 
 def headers(event_ids: Sequence[int]) -> list[str]:
-    return [*FIXED, *question_titles(event_ids)]
+    # A title is staff input, a header a cell like any other.
+    return [*FIXED, *(safe_cell(title) for title in question_titles(event_ids))]
 
 
 def _answers(registration_ids: list[int]) -> dict[int, dict[str, str]]:
