@@ -56,11 +56,13 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
-# Admin login throttle (django-axes, issue 9): failures are counted in the Redis cache per
-# username and, separately, per client address (events.client.client_address, so
-# EVENT_TRUSTED_PROXY decides which address counts); from the 5th failure within the cool-off on,
-# every attempt answers 429 "Account locked: too many login attempts. Please try again later."
-# even with the right password, and axes logs a WARNING "AXES: Locking out …" line naming both.
+# Admin login throttle (django-axes): failures are counted in the Redis cache per (username,
+# client address) pair and, separately, per client address (events.client.client_address, so
+# EVENT_TRUSTED_PROXY decides which address counts). From the 5th failure of a pair, or the 20th
+# of an address, within the cool-off on, that pair's (that address's) attempts answer 429
+# "Account locked: too many login attempts. Please try again later." even with the right
+# password, and a WARNING "AXES: Locking out …" line names both. The username alone is never
+# locked: the real user still logs in from another address (events/login_throttle.py).
 # A Redis fault never blocks staff: events.login_throttle fails open and logs it.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
@@ -71,9 +73,11 @@ AUTHENTICATION_BACKENDS = [
 ]
 AXES_HANDLER = "events.login_throttle.FailOpenCacheHandler"
 AXES_CACHE = "default"
-AXES_FAILURE_LIMIT = 5
+AXES_FAILURE_LIMIT = 5  # per (username, address) pair
 AXES_COOLOFF_TIME = timedelta(minutes=15)
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# A nested list is "the combination", a flat entry "that parameter alone" (django-axes 8).
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
+LOGIN_THROTTLE_ADDRESS_LIMIT = 20  # the address alone, across usernames (not an axes setting)
 AXES_CLIENT_IP_CALLABLE = "events.client.client_address"
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False  # no "AXES: BEGIN" line on every start of every process
