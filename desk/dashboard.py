@@ -21,7 +21,7 @@ def desk_panel(event) -> PanelData:
     return PanelData(
         figures=[
             Figure("Checked in at the door", numbers["attended"]),
-            Figure("Holding a seat", numbers["expected"]),
+            Figure("Expected at the door", numbers["expected"]),
         ],
         links=[Alert("Open the door scanner", scanner)],
     )

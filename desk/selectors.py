@@ -1,9 +1,11 @@
 """Reads of the attendance desk (spec-overlay.md §5); each one a fixed number of queries.
 
-Date and cancellation flags come from `events.selectors` (`is_finished`, `is_cancelled`). §5.1
-step 4 also counts an event in the cancelled stage as cancelled, which core's kanban flag does
-not: that part is added here, from a stage name the caller already loaded (no query of its own).
-Counters come from the one seat module: attended = `used`, expected = `taken`.
+Whether an event admits anyone (§5.1 step 4) is core's one decision of "closed"
+(`events.selectors.closed_reason` / `closed_events`: cancelled by kanban or by a cancelled
+stage, in another ending stage, or finished), on the stage the lookup already joined.
+Counters come from the one seat module: attended = `used`, expected = `reserved + used` (the
+attendees holding a seat; a waiting-list offer holds one too, but nobody comes to the door
+with it), per slot when the desk admits for one slot.
 """
 
 from __future__ import annotations
@@ -12,12 +14,9 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from django.db.models import Q
-
 from events import selectors as core_selectors
 from events.models import (
     Event,
-    KanbanState,
     Question,
     QuestionChoice,
     Registration,
@@ -26,11 +25,8 @@ from events.models import (
     Stage,
     Ticket,
 )
-from events.reference_data import STAGES
 from events.services import rows, seats
 
-# The cancelled stage created by core's data migration (spec.md §2.2), named there.
-CANCELLED_STAGE = next(name for name, *_ in STAGES if name == "Cancelled")
 UPCOMING_LIMIT = 50
 
 
@@ -80,14 +76,22 @@ def desk_registration(*, registration_id: int) -> Registration | None:
     return _lookup("r.id = %s", registration_id)
 
 
-def is_cancelled(event: Event, *, stage_name: str) -> bool:
-    """Kanban `cancel`, or the event sits in the cancelled stage."""
-    return core_selectors.is_cancelled(event) or stage_name == CANCELLED_STAGE
+def is_not_ongoing(event: Event, *, now: datetime) -> bool:
+    """§5.1 step 4: the event is closed (core's one decision; `event.stage` loaded by the
+    caller). Not started yet is fine (early entrance)."""
+    return core_selectors.is_closed(event, now=now)
 
 
-def is_not_ongoing(event: Event, *, stage_name: str, now: datetime) -> bool:
-    """§5.1 step 4: finished (end ≤ now) or cancelled. Not started yet is fine (early entrance)."""
-    return core_selectors.is_finished(event, now=now) or is_cancelled(event, stage_name=stage_name)
+def slot_event_id(*, slot_id: int) -> int | None:
+    """The event of a slot, or None when no slot has this id."""
+    return Slot.objects.filter(pk=slot_id).values_list("event_id", flat=True).first()
+
+
+def desk_slots(*, event: Event) -> list[Slot]:
+    """The slots a multi-slot event's desk chooses from, in time order (none otherwise)."""
+    if not event.is_multi_slots:
+        return []
+    return list(Slot.objects.filter(event=event).order_by("start_datetime", "id"))
 
 
 @cache
@@ -113,10 +117,14 @@ def choice_answers(*, registration_id: int) -> list[str]:
     return [f"{title}: {choice}" for title, choice in found]
 
 
-def counters(*, event: Event) -> dict[str, int]:
-    """attended (seats `used`) / expected (seats `taken` = open + done), from the seat ledger."""
-    summary = seats.event_summary(event=event)
-    return {"attended": summary.used, "expected": summary.taken}
+def counters(*, event: Event, slot_id: int | None = None) -> dict[str, int]:
+    """attended (seats `used`) / expected (`reserved + used`: open + done registrations), from
+    the seat ledger: the event's, or one slot's."""
+    if slot_id is not None:
+        summary = seats.slot_summary(event=event, slot_id=slot_id)
+    else:
+        summary = seats.event_summary(event=event)
+    return {"attended": summary.used, "expected": summary.reserved + summary.used}
 
 
 def desk_event(*, event_id: int) -> Event | None:
@@ -124,11 +132,11 @@ def desk_event(*, event_id: int) -> Event | None:
 
 
 def desk_events(*, now: datetime) -> list[dict]:
-    """Ongoing and upcoming events to pick at the desk (not finished, not cancelled), soonest
-    first, each with its counters: three queries whatever the number of events."""
+    """Ongoing and upcoming events to pick at the desk (not closed: core's `closed_events`),
+    soonest first, each with its counters: three queries whatever the number of events."""
     events = list(
-        Event.objects.filter(active=True, date_end__gt=now)
-        .exclude(Q(kanban_state=KanbanState.CANCEL) | Q(stage__name=CANCELLED_STAGE))
+        Event.objects.filter(active=True)
+        .exclude(core_selectors.closed_events(now=now))
         .select_related("stage")
         .order_by("date_begin", "id")[:UPCOMING_LIMIT]
     )
@@ -138,7 +146,7 @@ def desk_events(*, now: datetime) -> list[dict]:
             "event": event,
             "ongoing": core_selectors.is_ongoing(event, now=now),
             "attended": totals[event.pk].used,
-            "expected": totals[event.pk].taken,
+            "expected": totals[event.pk].reserved + totals[event.pk].used,
         }
         for event in events
     ]

@@ -4,10 +4,17 @@ Who: an active staff user with `events.checkin_registration` (the Event desk gro
 Pages send an anonymous visitor to the login page and answer 403 to other staff; the JSON
 routes answer 403 `{"error": …}` to both. CSRF is enforced on the POSTs by Django's own check,
 run here (not by the global middleware) so that a failure answers in the pinned JSON shape.
+
+Every answer under /desk/api/ is JSON `{"error": {"code", "message"}}` when it is not the
+verb's: 405 wrong method, 403 `csrf_failed` / `forbidden`, 415 a body not declared
+`application/json`, 400 `invalid_value` (not a JSON object, or a form Django cannot read),
+413 `payload_too_large` (DATA_UPLOAD_MAX_MEMORY_SIZE), 404 `not_found` (no such route), 503
+`service_unavailable` (the database), 500 `server_error` (anything unexpected, logged).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from functools import cache, wraps
 from typing import Any
@@ -16,21 +23,24 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.contrib.auth.views import redirect_to_login
 from django.contrib.contenttypes.models import ContentType
-from django.core.exceptions import BadRequest, PermissionDenied
+from django.core.exceptions import BadRequest, PermissionDenied, RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.shortcuts import render
 from django.utils import timezone
 from django.utils.decorators import decorator_from_middleware
+from django.utils.translation import gettext
 from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
 
 from desk import selectors
 from desk.errors import CsrfFailed, Forbidden, MethodNotAllowed
 from desk.services import confirm_attendance, register_attendee
 from events import selectors as core_selectors
-from events.errors import DomainError, NotFound, ValidationFailed, http_status
+from events.errors import Code, DomainError, NotFound, ValidationFailed, http_status
 from events.services import inputs, rows
-from events.views_api import DATABASE_UNAVAILABLE, database_unavailable
+from events.views_api import DATABASE_UNAVAILABLE, JSON_TYPE, database_unavailable, transport_error
+
+logger = logging.getLogger("desk.api")
 
 PERMISSION = "events.checkin_registration"
 
@@ -101,14 +111,21 @@ def desk_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
 
 
 def desk_api(*, method: str) -> Callable:
-    """JSON route: method, then CSRF (unsafe methods), then who; typed errors → JSON, a
+    """JSON route: method, then CSRF (POST), then who, then the body's type (POST); typed
+    errors → JSON, a body too large → 413 (also when the CSRF check reads a form body), a
     database fault → 503 `service_unavailable` (the rescan of an admitted ticket answers
-    `already_registered`)."""
+    `already_registered`), anything else → 500 JSON."""
 
     def decorate(view: Callable[..., JsonResponse]) -> Callable[..., JsonResponse]:
         def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
             if not can_use_desk(request.user):
                 return error_response(Forbidden("A desk login is needed (staff, check-in)."))
+            if method == "POST" and request.content_type != JSON_TYPE:
+                return transport_error(
+                    Code.UNSUPPORTED_MEDIA_TYPE,
+                    "The body must be sent as application/json.",
+                    content_type=JSON_TYPE,
+                )
             try:
                 response = view(request, *args, **kwargs)
             except DomainError as error:
@@ -127,13 +144,19 @@ def desk_api(*, method: str) -> Callable:
                 return response
             try:
                 return checked(request, *args, **kwargs)
+            except RequestDataTooBig:
+                return transport_error(Code.PAYLOAD_TOO_LARGE, "The body is too large.")
             except DATABASE_UNAVAILABLE as error:
                 # Also when the session or the user could not be read: JSON, never a 500 page.
                 return database_unavailable(error, api="desk API")
             except BadRequest as error:
-                # Django refused to read the body for the CSRF check (a form declaring a
-                # charset other than UTF-8): JSON, like every answer of this API.
+                # Django refused to read the body (a charset it does not know): JSON, like
+                # every answer of this API.
                 return error_response(ValidationFailed(str(error), code="invalid_value"))
+            except Exception:
+                # The last resort: the door's page shows "not recorded" for any 5xx.
+                logger.exception("desk API: unexpected error (%s)", request.path)
+                return transport_error(Code.SERVER_ERROR, "Something went wrong on our side.")
 
         return entry
 
@@ -175,6 +198,30 @@ def index(request: HttpRequest) -> HttpResponse:
     return render(request, "desk/index.html", {"rows": rows})
 
 
+def _page_texts() -> dict[str, str]:
+    """The scanner script's words added with the payment flag and the slot check, translated
+    here (the script reads them from the page: no inline script under the CSP)."""
+    return {
+        "to_pay_badge": gettext("To pay"),
+        "to_pay": gettext("Not paid yet: collect the payment, or send to the cash desk."),
+        "paid": gettext("Paid"),
+        "payment": gettext("Payment"),
+        "other_slot": gettext("Ticket for another slot — check before admitting"),
+    }
+
+
+def _chosen_slot(request: HttpRequest, slots: list) -> Any:
+    """The slot the page admits for (`?slot=<id>`, one of `slots`), or None for any slot."""
+    raw = request.GET.get("slot", "")
+    if raw == "":
+        return None
+    slot_id = inputs.as_id(raw)
+    chosen = next((slot for slot in slots if slot.pk == slot_id), None)
+    if chosen is None:
+        raise Http404("No such slot of this event.")
+    return chosen
+
+
 @desk_page
 @ensure_csrf_cookie
 def scanner(request: HttpRequest, event_id: int) -> HttpResponse:
@@ -182,14 +229,19 @@ def scanner(request: HttpRequest, event_id: int) -> HttpResponse:
     if event is None:
         raise Http404("No such event.")
     now = timezone.now()
+    slots = selectors.desk_slots(event=event)
+    slot = _chosen_slot(request, slots)
     return render(
         request,
         "desk/scanner.html",
         {
             "event": event,
-            "counters": selectors.counters(event=event),
+            "slots": slots,
+            "slot": slot,
+            "counters": selectors.counters(event=event, slot_id=slot.pk if slot else None),
             "ongoing": core_selectors.is_ongoing(event, now=now),
-            "not_ongoing": selectors.is_not_ongoing(event, stage_name=event.stage.name, now=now),
+            "not_ongoing": selectors.is_not_ongoing(event, now=now),
+            "texts": _page_texts(),
         },
     )
 
@@ -204,8 +256,11 @@ def api_scan(request: HttpRequest) -> JsonResponse:
     if not isinstance(barcode, str):
         raise ValidationFailed("barcode must be a string.", code="invalid_value")
     event_id = _id(body.get("event_id"), "event_id", optional=True)
+    slot_id = _id(body.get("slot_id"), "slot_id", optional=True)
     return JsonResponse(
-        register_attendee(barcode=barcode, event_id=event_id, actor=_actor(request))
+        register_attendee(
+            barcode=barcode, event_id=event_id, slot_id=slot_id, actor=_actor(request)
+        )
     )
 
 
@@ -217,7 +272,25 @@ def api_confirm(request: HttpRequest) -> JsonResponse:
 
 @desk_api(method="GET")
 def api_counters(request: HttpRequest, event_id: int) -> JsonResponse:
+    """The event's counters, or one slot's (`?slot_id=<id>`, a slot of the event)."""
     event = selectors.desk_event(event_id=event_id)
     if event is None:
         raise NotFound(f"Event {event_id} does not exist.")
-    return JsonResponse({"event_id": event.pk, **selectors.counters(event=event)})
+    slot_id = None
+    raw = request.GET.get("slot_id", "")
+    if raw != "":
+        slot_id = inputs.as_id(raw)
+        if slot_id is None or selectors.slot_event_id(slot_id=slot_id) != event.pk:
+            raise ValidationFailed(
+                "slot_id must name a slot of this event.", code=Code.INVALID_SLOT, field="slot_id"
+            )
+    body: dict[str, Any] = {"event_id": event.pk}
+    if slot_id is not None:
+        body["slot_id"] = slot_id
+    return JsonResponse({**body, **selectors.counters(event=event, slot_id=slot_id)})
+
+
+@csrf_exempt  # nothing to protect: it answers 404 to every method, signed in or not
+def api_unknown(request: HttpRequest, rest: str = "") -> JsonResponse:
+    """Any other path under /desk/api/: a JSON 404, as every answer of this API."""
+    return error_response(NotFound("No such desk API route."))

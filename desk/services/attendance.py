@@ -4,6 +4,9 @@ Invariants:
 - the barcode is trimmed of surrounding whitespace, then matched exactly (unique index);
 - the branch order of `decide` is frozen; only `confirmed_registration` writes a state, and only
   through `events.services.registrations.mark_attended` (which sets `date_closed` once);
+- a desk admits for its event and, on a multi-slot event, for the slot it chose: a ticket of
+  another event or of another slot is `need_manual_confirmation` (step 5), nothing written;
+- "not ongoing" (step 4) is core's one decision of "closed" (`events.selectors.closed_reason`);
 - an admission is decided on the locked rows (Event, then Registration: the order every core
   verb uses, so no deadlock with a concurrent cancel), so two desks scanning one ticket at once
   get one `confirmed_registration` and one `already_registered`; an answer that writes nothing
@@ -16,14 +19,15 @@ from __future__ import annotations
 
 import zoneinfo
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 from desk import selectors
-from events.errors import NotFound
-from events.models import ActorType, Event, Registration, RegistrationState, SaleStatus
+from events import selectors as core_selectors
+from events.errors import Code, NotFound, ValidationFailed
+from events.models import ActorType, Event, Registration, RegistrationState
 from events.services import audit, inputs, registrations
 from events.services.audit import Actor
 
@@ -48,8 +52,11 @@ def desk_actor(actor: Any) -> Actor:
     return a if a.type == ActorType.DESK else Actor(ActorType.DESK, a.id, a.label)
 
 
-def decide(*, state: str, not_ongoing: bool, other_event: bool) -> ScanStatus:
-    """The frozen branch order of §5.1 (steps 2–6; step 1 is "no registration")."""
+def decide(
+    *, state: str, not_ongoing: bool, other_event: bool, other_slot: bool = False
+) -> ScanStatus:
+    """The frozen branch order of §5.1 (steps 2–6; step 1 is "no registration"). Step 5's
+    "another event" includes another slot of the desk's multi-slot event."""
     if state == RegistrationState.CANCEL:
         return ScanStatus.CANCELED_REGISTRATION
     if state == RegistrationState.DRAFT:
@@ -57,7 +64,7 @@ def decide(*, state: str, not_ongoing: bool, other_event: bool) -> ScanStatus:
     if not_ongoing:
         return ScanStatus.NOT_ONGOING_EVENT
     if state == RegistrationState.OPEN:
-        if other_event:
+        if other_event or other_slot:
             return ScanStatus.NEED_MANUAL_CONFIRMATION
         return ScanStatus.CONFIRMED_REGISTRATION
     return ScanStatus.ALREADY_REGISTERED
@@ -78,12 +85,31 @@ def scanned_text(barcode: str) -> str:
 
 
 def register_attendee(
-    *, barcode: str, event_id: int | None = None, actor: Any, now=None
+    *,
+    barcode: str,
+    event_id: int | None = None,
+    slot_id: int | None = None,
+    actor: Any,
+    now=None,
 ) -> dict[str, Any]:
-    """Scan `barcode` at the desk of `event_id` (None: any event) and answer `status` plus the
-    registration summary (none for `invalid_ticket`)."""
+    """Scan `barcode` at the desk of `event_id` (None: any event), admitting for `slot_id`
+    (None: any slot), and answer `status` plus the registration summary (none for
+    `invalid_ticket`).
+
+    A `slot_id` that names no slot, or a slot of another event than `event_id`, is refused
+    (`invalid_slot`) before anything is read or written; without `event_id`, the slot names
+    the desk's event."""
     now = now or timezone.now()
     who = desk_actor(actor)
+    if slot_id is not None:
+        slot_event = selectors.slot_event_id(slot_id=slot_id)
+        if slot_event is None or event_id not in (None, slot_event):
+            raise ValidationFailed(
+                "slot_id must name a slot of the desk's event.",
+                code=Code.INVALID_SLOT,
+                field="slot_id",
+            )
+        event_id = slot_event
     code = clean_barcode(barcode)
     found = selectors.scanned_registration(barcode=code) if code is not None else None
     if found is None:
@@ -92,21 +118,32 @@ def register_attendee(
             verb="registration.scanned",
             event=event_id,
             # A trail of unknown codes tried at the door.
-            data={"status": ScanStatus.INVALID_TICKET.value, "barcode": scanned_text(barcode)},
+            data={
+                "status": ScanStatus.INVALID_TICKET.value,
+                "barcode": scanned_text(barcode),
+                "desk_slot_id": slot_id,
+            },
         )
         return {"status": ScanStatus.INVALID_TICKET.value}
-    return _check_in(found, who, now=now, desk_event_id=event_id, manual=False)
+    return _check_in(found, who, now=now, desk=_Desk(event_id, slot_id), manual=False)
 
 
 def confirm_attendance(*, registration_id: int, actor: Any, now=None) -> dict[str, Any]:
     """The manual confirmation after `need_manual_confirmation`: the same branches without the
-    other-event check. An unknown id raises `NotFound`."""
+    other-event and other-slot check. An unknown id raises `NotFound`."""
     now = now or timezone.now()
     who = desk_actor(actor)
     found = selectors.desk_registration(registration_id=registration_id)
     if found is None:
         raise NotFound(f"Registration {registration_id} does not exist.")
-    return _check_in(found, who, now=now, desk_event_id=None, manual=True)
+    return _check_in(found, who, now=now, desk=_Desk(None, None), manual=True)
+
+
+class _Desk(NamedTuple):
+    """Where the scan happens: the desk's event and slot (None: any)."""
+
+    event_id: int | None
+    slot_id: int | None
 
 
 class _NotAdmitted(Exception):
@@ -118,9 +155,7 @@ class _NotAdmitted(Exception):
         self.status, self.event, self.reg = status, event, reg
 
 
-def _check_in(
-    found: Registration, who: Actor, *, now, desk_event_id: int | None, manual: bool
-) -> dict[str, Any]:
+def _check_in(found: Registration, who: Actor, *, now, desk: _Desk, manual: bool) -> dict[str, Any]:
     """Decide, write only on `confirmed_registration`, audit.
 
     An answer that writes nothing is decided on the committed rows of the lookup (no lock: it
@@ -132,20 +167,21 @@ def _check_in(
     """
     verb = "registration.attendance_confirmed" if manual else "registration.scanned"
     event = found.event
-    status = _status(found, event, event.stage.name, now=now, desk_event_id=desk_event_id)
+    status = _status(found, event, now=now, desk=desk)
     reg = found
     if status == ScanStatus.CONFIRMED_REGISTRATION:
         locked: dict[str, Event] = {}
 
         def recheck(event: Event, reg: Registration) -> None:
             # The stage was read by the lookup; re-read it only if it changed meanwhile.
-            stage = found.event.stage if found.event.stage_id == event.stage_id else event.stage
-            answer = _status(reg, event, stage.name, now=now, desk_event_id=desk_event_id)
+            if found.event.stage_id == event.stage_id:
+                event.stage = found.event.stage
+            answer = _status(reg, event, now=now, desk=desk)
             if answer != ScanStatus.CONFIRMED_REGISTRATION:
                 raise _NotAdmitted(answer, event, reg)
             locked["event"] = event
 
-        scanned = _entry(who, verb, found, status, desk_event_id)
+        scanned = _entry(who, verb, found, status, desk)
         try:
             reg = registrations.mark_attended(
                 registration=found, actor=who, now=now, recheck=recheck, audit_also=[scanned]
@@ -153,36 +189,36 @@ def _check_in(
             event = locked["event"]
         except _NotAdmitted as refused:
             status, event, reg = refused.status, refused.event, refused.reg
-            audit.record_many([_entry(who, verb, reg, status, desk_event_id)])
+            audit.record_many([_entry(who, verb, reg, status, desk)])
         if reg.slot_id == found.slot_id:
             reg.slot = found.slot  # already read by the lookup; spare a query
     else:
-        audit.record_many([_entry(who, verb, reg, status, desk_event_id)])
+        audit.record_many([_entry(who, verb, reg, status, desk)])
     return {"status": status.value, **summary(reg, event, now=now)}
 
 
-def _entry(who: Actor, verb: str, reg: Registration, status: ScanStatus, desk_event_id: int | None):
+def _entry(who: Actor, verb: str, reg: Registration, status: ScanStatus, desk: _Desk):
     return audit.entry(
         actor=who,
         verb=verb,
         event=reg.event_id,
         registration=reg,
-        data={"status": status.value, "desk_event_id": desk_event_id},
+        data={"status": status.value, "desk_event_id": desk.event_id, "desk_slot_id": desk.slot_id},
     )
 
 
-def _status(
-    reg: Registration, event: Event, stage_name: str, *, now, desk_event_id: int | None
-) -> ScanStatus:
+def _status(reg: Registration, event: Event, *, now, desk: _Desk) -> ScanStatus:
     return decide(
         state=reg.state,
-        not_ongoing=selectors.is_not_ongoing(event, stage_name=stage_name, now=now),
-        other_event=desk_event_id is not None and desk_event_id != reg.event_id,
+        not_ongoing=selectors.is_not_ongoing(event, now=now),
+        other_event=desk.event_id is not None and desk.event_id != reg.event_id,
+        other_slot=desk.slot_id is not None and desk.slot_id != reg.slot_id,
     )
 
 
 def summary(reg: Registration, event: Event, *, now) -> dict[str, Any]:
-    """The pinned summary of §5.1 (Odoo's `_get_registration_summary`, with the sale fields)."""
+    """The pinned summary of §5.1 (Odoo's `_get_registration_summary`, with the sale fields),
+    plus `is_paid`."""
     closed = reg.date_closed
     tz = zoneinfo.ZoneInfo(event.date_tz or "UTC")
     return {
@@ -196,7 +232,8 @@ def summary(reg: Registration, event: Event, *, now) -> dict[str, Any]:
         "company_name": reg.company_name,
         "registration_answers": selectors.choice_answers(registration_id=reg.pk),
         "sale_status": reg.sale_status,
-        "has_to_pay": reg.sale_status == SaleStatus.TO_PAY,
+        "is_paid": reg.is_paid,
+        "has_to_pay": core_selectors.has_to_pay(reg),
         "date_closed": closed.isoformat() if closed is not None else None,
         "is_date_closed_today": closed is not None
         and closed.astimezone(tz).date() == now.astimezone(tz).date(),

@@ -159,6 +159,21 @@ def event_summary(*, event: Event) -> SeatSummary:
     return SeatSummary(reserved, used, taken, maximum, available, held)
 
 
+def slot_summary(*, event: Event, slot_id: int) -> SeatSummary:
+    """event_summary for one slot of a multi-slot event: its (slot, all tickets) ledger row,
+    under the event limit, which applies per slot. One query."""
+    row = (
+        SeatLedger.objects.filter(event_id=event.pk, slot_id=slot_id, ticket__isnull=True)
+        .values_list("reserved", "used", "held")
+        .first()
+    )
+    reserved, used, held = row or (0, 0, 0)
+    maximum = event_limit(event)
+    taken = reserved + used + held
+    available = None if maximum is None else maximum - taken
+    return SeatSummary(reserved, used, taken, maximum, available, held)
+
+
 def summaries(events: Iterable[Event]) -> dict[int, SeatSummary]:
     """event_summary for many events in two queries (admin changelists, lists)."""
     events = list(events)

@@ -308,3 +308,195 @@ def test_the_pages_read_a_fixed_number_of_queries(desk_user, client):
             assert client.get(f"/desk/{event.pk}/").status_code == 200
         counts.append((len(index), len(page)))
     assert counts[0] == counts[1]
+
+
+# --- the payment flag and the slot over HTTP -----------------------------------------------
+
+
+def test_the_answer_says_whether_the_ticket_is_paid_and_has_to_pay(desk_user):
+    client, token = csrf_client(desk_user)
+    event = ongoing_event()
+    unpaid = factories.RegistrationFactory(event=event, sale_status="sold", sale_order_ref="SO-1")
+    paid = factories.RegistrationFactory(event=event, sale_status="sold", is_paid=True)
+    free = factories.RegistrationFactory(event=event)
+    got = {
+        reg.pk: post(client, SCAN, {"barcode": reg.barcode, "event_id": event.pk}, token).json()
+        for reg in (unpaid, paid, free)
+    }
+    assert {pk: (a["status"], a["is_paid"], a["has_to_pay"]) for pk, a in got.items()} == {
+        unpaid.pk: ("confirmed_registration", False, True),
+        paid.pk: ("confirmed_registration", True, False),
+        free.pk: ("confirmed_registration", False, False),
+    }
+
+
+def slotted_event():
+    event = ongoing_event(is_multi_slots=True)
+    morning = factories.SlotFactory(event=event)
+    afternoon = factories.SlotFactory(event=event, start_hour=13.0, end_hour=15.0)
+    return event, morning, afternoon
+
+
+def test_a_scan_for_a_slot_admits_its_tickets_and_asks_for_another_slot_s(desk_user):
+    client, token = csrf_client(desk_user)
+    event, morning, afternoon = slotted_event()
+    mine = factories.RegistrationFactory(event=event, slot=morning)
+    other = factories.RegistrationFactory(event=event, slot=afternoon)
+    body = {"event_id": event.pk, "slot_id": morning.pk}
+    assert post(client, SCAN, {**body, "barcode": mine.barcode}, token).json()["status"] == (
+        "confirmed_registration"
+    )
+    before = snapshot(event)
+    asked = post(client, SCAN, {**body, "barcode": other.barcode}, token).json()
+    assert (asked["status"], asked["slot_name"]) == ("need_manual_confirmation", str(afternoon))
+    assert snapshot(event)["registrations"] == before["registrations"]
+
+
+@pytest.mark.parametrize(
+    ("slot_id", "code"),
+    [("other event", "invalid_slot"), (987654321, "invalid_slot"), ("7", "invalid_value")],
+)
+def test_a_slot_id_that_is_not_the_desk_event_s_is_400_and_writes_nothing(desk_user, slot_id, code):
+    client, token = csrf_client(desk_user)
+    event, morning, _ = slotted_event()
+    reg = factories.RegistrationFactory(event=event, slot=morning)
+    if slot_id == "other event":
+        slot_id = factories.SlotFactory().pk
+    before = snapshot(event)
+    response = post(
+        client, SCAN, {"barcode": reg.barcode, "event_id": event.pk, "slot_id": slot_id}, token
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == code
+    assert snapshot(event) == before
+
+
+def test_the_counters_route_counts_one_slot_when_asked(desk_user, client):
+    client.force_login(desk_user)
+    event, morning, afternoon = slotted_event()
+    factories.RegistrationFactory(event=event, slot=morning, state="done")
+    factories.RegistrationFactory(event=event, slot=afternoon, state="open")
+    url = f"/desk/api/events/{event.pk}/counters"
+    assert client.get(url).json() == {"event_id": event.pk, "attended": 1, "expected": 2}
+    assert client.get(f"{url}?slot_id={afternoon.pk}").json() == {
+        "event_id": event.pk,
+        "slot_id": afternoon.pk,
+        "attended": 0,
+        "expected": 1,
+    }
+    foreign = factories.SlotFactory()
+    for bad in (foreign.pk, "x"):
+        refused = client.get(f"{url}?slot_id={bad}")
+        assert (refused.status_code, refused.json()["error"]["code"]) == (400, "invalid_slot")
+
+
+def test_the_scanner_page_of_a_multi_slot_event_chooses_its_slot(desk_user, client):
+    client.force_login(desk_user)
+    event, morning, afternoon = slotted_event()
+    factories.RegistrationFactory(event=event, slot=morning, state="done")
+    factories.RegistrationFactory(event=event, slot=afternoon, state="open")
+    page = client.get(f"/desk/{event.pk}/").content.decode()
+    assert '<select id="slot" name="slot">' in page
+    assert f'<option value="{afternoon.pk}">{afternoon}</option>' in page
+    assert "data-slot-id" not in page
+    assert 'id="count-attended">1<' in page and 'id="count-expected">2<' in page
+
+    chosen = client.get(f"/desk/{event.pk}/?slot={afternoon.pk}").content.decode()
+    assert f'data-slot-id="{afternoon.pk}"' in chosen
+    assert f'<option value="{afternoon.pk}" selected>' in chosen
+    assert 'id="count-attended">0<' in chosen and 'id="count-expected">1<' in chosen
+    assert 'id="desk-texts" type="application/json"' in chosen
+
+    foreign = factories.SlotFactory()
+    assert client.get(f"/desk/{event.pk}/?slot={foreign.pk}").status_code == 404
+    assert client.get(f"/desk/{event.pk}/?slot=abc").status_code == 404
+    single = client.get(f"/desk/{ongoing_event().pk}/").content.decode()
+    assert 'id="slot"' not in single
+
+
+def test_the_index_leaves_out_every_closed_event_whatever_its_stage_is_called(desk_user, client):
+    from events.services import reference
+
+    client.force_login(desk_user)
+    cancelled = factories.stage("Cancelled")
+    reference.update_stage(stage=cancelled, actor="tests", name="Called off")
+    ongoing_event(name="Renamed cancelled stage", stage=cancelled)
+    ongoing_event(name="Ended early", stage=factories.stage("Ended"))
+    ongoing_event(name="Still on")
+    html = client.get("/desk/").content.decode()
+    assert "Still on" in html
+    assert "Renamed cancelled stage" not in html and "Ended early" not in html
+
+
+# --- every answer of /desk/api/ is JSON --------------------------------------------------
+
+
+def assert_json_error(response, status: int, code: str) -> None:
+    assert response.status_code == status
+    assert response["Content-Type"] == "application/json"
+    error = response.json()["error"]
+    assert error["code"] == code and error["message"]
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "application/x-www-form-urlencoded"])
+def test_an_oversized_body_is_413_json_and_writes_nothing(desk_user, settings, content_type):
+    client, token = csrf_client(desk_user)
+    reg = factories.RegistrationFactory(event=ongoing_event())
+    before = snapshot(reg.event)
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1_000
+    body = json.dumps({"barcode": reg.barcode, "padding": "x" * 2_000})
+    if content_type != "application/json":
+        body = f"barcode={reg.barcode}&padding={'x' * 2_000}"
+    response = client.post(SCAN, body, content_type=content_type, HTTP_X_CSRFTOKEN=token)
+    assert_json_error(response, 413, "payload_too_large")
+    assert snapshot(reg.event) == before
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded"])
+def test_a_body_not_declared_json_is_415_json_and_writes_nothing(desk_user, content_type):
+    client, token = csrf_client(desk_user)
+    reg = factories.RegistrationFactory(event=ongoing_event())
+    before = snapshot(reg.event)
+    body = json.dumps({"barcode": reg.barcode})  # JSON inside, but not declared so
+    response = client.post(SCAN, body, content_type=content_type, HTTP_X_CSRFTOKEN=token)
+    assert_json_error(response, 415, "unsupported_media_type")
+    assert snapshot(reg.event) == before
+
+
+@pytest.mark.parametrize("signed_in", [True, False])
+@pytest.mark.parametrize("method", ["get", "post"])
+@pytest.mark.parametrize(
+    "path", ["/desk/api/", "/desk/api/nope", "/desk/api/scan/", "/desk/api/events/x/counters"]
+)
+def test_an_unknown_api_path_is_404_json_signed_in_or_not(desk_user, signed_in, method, path):
+    client = Client(enforce_csrf_checks=True)
+    if signed_in:
+        client.force_login(desk_user)
+    assert_json_error(getattr(client, method)(path), 404, "not_found")
+
+
+def test_an_unexpected_error_is_500_json(desk_user, monkeypatch):
+    from desk import views
+
+    def broken(**kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(views, "register_attendee", broken)
+    client, token = csrf_client(desk_user)
+    response = post(client, SCAN, {"barcode": "1"}, token)
+    assert_json_error(response, 500, "server_error")
+    assert "a bug" not in response.content.decode()
+
+
+def test_the_other_refusals_answer_json_too(desk_user):
+    """Not JSON, no CSRF token, nobody signed in: each in the pinned error shape."""
+    client, token = csrf_client(desk_user)
+    response = client.post(
+        SCAN, "{not json", content_type="application/json", HTTP_X_CSRFTOKEN=token
+    )
+    assert_json_error(response, 400, "invalid_value")
+    assert_json_error(post(client, SCAN, {"barcode": "1"}), 403, "csrf_failed")
+    assert_json_error(post(Client(), SCAN, {"barcode": "1"}), 403, "forbidden")
+    assert_json_error(
+        Client().get(f"/desk/api/events/{ongoing_event().pk}/counters"), 403, "forbidden"
+    )

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from desk.services import ScanStatus, decide, register_attendee
 from events.models import EventAuditLog, KanbanState, Registration
+from events.services import reference
 from events.services.audit import Actor
 from tests.events import factories
 from tests.helpers import snapshot
@@ -38,11 +39,12 @@ def ongoing_event(**kw):
     return factories.EventFactory(date_begin=begin, date_end=begin + timedelta(hours=8), **kw)
 
 
-def scan_writes_only_its_audit_row(event, barcode, *, event_id=None) -> dict:
+def scan_writes_only_its_audit_row(event, barcode, *, event_id=None, slot=None) -> dict:
     """Scan and assert that nothing but one `registration.scanned` row was written."""
     before = snapshot(event)
     audit_before = EventAuditLog.objects.count()
-    answer = register_attendee(barcode=barcode, event_id=event_id, actor=DESK)
+    slot_id = slot.pk if slot is not None else None
+    answer = register_attendee(barcode=barcode, event_id=event_id, slot_id=slot_id, actor=DESK)
     after = snapshot(event)
     new = list(EventAuditLog.objects.order_by("pk")[audit_before:])
     assert [(row.verb, row.actor_type) for row in new] == [("registration.scanned", "desk")]
@@ -89,12 +91,21 @@ def test_4_a_finished_event_is_not_ongoing_event_even_from_another_desk(state):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("how", ["kanban", "stage"])
+@pytest.mark.parametrize("how", ["kanban", "stage", "renamed stage", "ended stage"])
 def test_4_an_open_registration_of_a_cancelled_event_is_not_ongoing_nothing_written(how):
+    """Cancelled by its kanban state or by its stage's flag — whatever the stage is called —
+    or moved to an ending stage before its end (core's one decision of "closed")."""
     if how == "kanban":
         event = ongoing_event(kanban_state=KanbanState.CANCEL)
+    elif how == "ended stage":
+        event = ongoing_event(stage=factories.stage("Ended"))
     else:
-        event = ongoing_event(stage=factories.stage("Cancelled"))
+        stage = factories.stage("Cancelled")
+        if how == "renamed stage":
+            reference.update_stage(stage=stage, actor=DESK, name="Called off")
+            stage.refresh_from_db()
+            assert (stage.name, stage.is_cancelled) == ("Called off", True)
+        event = ongoing_event(stage=stage)
     reg = factories.RegistrationFactory(event=event, state="open")
     answer = scan_writes_only_its_audit_row(event, reg.barcode, event_id=event.pk)
     assert answer["status"] == "not_ongoing_event"
@@ -112,6 +123,28 @@ def test_5_an_open_registration_of_another_event_needs_manual_confirmation_nothi
     assert (answer["event_id"], answer["event_name"]) == (event.pk, event.name)
     reg.refresh_from_db()
     assert reg.state == "open"
+
+
+@pytest.mark.django_db
+def test_5_an_open_registration_of_another_slot_needs_manual_confirmation_nothing_written():
+    event = ongoing_event(is_multi_slots=True)
+    morning = factories.SlotFactory(event=event)
+    afternoon = factories.SlotFactory(event=event, start_hour=13.0, end_hour=15.0)
+    reg = factories.RegistrationFactory(event=event, slot=afternoon, state="open")
+    answer = scan_writes_only_its_audit_row(event, reg.barcode, event_id=event.pk, slot=morning)
+    assert answer["status"] == "need_manual_confirmation"
+    reg.refresh_from_db()
+    assert reg.state == "open"
+
+
+@pytest.mark.django_db
+def test_4_a_finished_event_is_not_ongoing_even_from_another_slot_s_desk():
+    event = past_event(is_multi_slots=True)
+    morning = factories.SlotFactory(event=event)
+    afternoon = factories.SlotFactory(event=event, start_hour=13.0, end_hour=15.0)
+    reg = factories.RegistrationFactory(event=event, slot=afternoon, state="open")
+    answer = scan_writes_only_its_audit_row(event, reg.barcode, event_id=event.pk, slot=morning)
+    assert answer["status"] == "not_ongoing_event"
 
 
 @pytest.mark.django_db
@@ -145,13 +178,14 @@ def test_6_an_attended_registration_is_already_registered_even_from_another_desk
     assert answer["status"] == "already_registered"
 
 
-def reference_order(state: str, not_ongoing: bool, other_event: bool) -> str:
-    """§5.1 written out as a list of (condition, answer), first match wins."""
+def reference_order(state: str, not_ongoing: bool, other_event: bool, other_slot: bool) -> str:
+    """§5.1 written out as a list of (condition, answer), first match wins; step 5's "another
+    event" includes another slot of the desk's event."""
     branches = [
         (state == "cancel", "canceled_registration"),
         (state == "draft", "unconfirmed_registration"),
         (not_ongoing, "not_ongoing_event"),
-        (state == "open" and other_event, "need_manual_confirmation"),
+        (state == "open" and (other_event or other_slot), "need_manual_confirmation"),
         (state == "open", "confirmed_registration"),
         (True, "already_registered"),
     ]
@@ -159,12 +193,14 @@ def reference_order(state: str, not_ongoing: bool, other_event: bool) -> str:
 
 
 @pytest.mark.parametrize(
-    ("state", "not_ongoing", "other_event"),
-    list(product(["draft", "open", "done", "cancel"], [False, True], [False, True])),
+    ("state", "not_ongoing", "other_event", "other_slot"),
+    list(product(["draft", "open", "done", "cancel"], [False, True], [False, True], [False, True])),
 )
-def test_the_order_itself_over_every_combination(state, not_ongoing, other_event):
-    got = decide(state=state, not_ongoing=not_ongoing, other_event=other_event)
-    assert got == reference_order(state, not_ongoing, other_event)
+def test_the_order_itself_over_every_combination(state, not_ongoing, other_event, other_slot):
+    got = decide(
+        state=state, not_ongoing=not_ongoing, other_event=other_event, other_slot=other_slot
+    )
+    assert got == reference_order(state, not_ongoing, other_event, other_slot)
     assert got in set(ScanStatus)
 
 
