@@ -1,9 +1,11 @@
 """The desk scanner in a real browser: Debian's chromium driven by Playwright.
 
 Log in as a desk user, open the scanner page, type a barcode and Enter (as a keyboard-wedge
-scanner does): the green "checked in" answer and the counter going up; the same ticket again:
-"already registered"; a cancelled ticket: the refusal; a ticket of another event: the manual
-confirmation; the server's answer cut off: "not recorded". Screenshots go to
+scanner does): the green "checked in" answer with its "To pay" badge for a ticket not paid yet
+and the counter going up; the same ticket again: "already registered", still to pay; a
+cancelled ticket: the refusal; a ticket of another event: the manual confirmation; the server's
+answer cut off: "not recorded". On a multi-slot event: the slot chosen on the page, its own
+counters, a ticket of another slot asked about. Screenshots go to
 test-output/screenshots/desk-*.png.
 """
 
@@ -51,7 +53,8 @@ def world(transactional_db, monkeypatch):
             name="Ada Lovelace",
             company_name="Analytical Engines Ltd",
             barcode="4201000000000001",
-            sale_status="to_pay",
+            sale_status="sold",  # an order confirmed by the host, not paid yet
+            sale_order_ref="SO-4201",
         ),
         "grace": factories.RegistrationFactory(
             event=event, ticket=ticket, name="Grace Hopper", barcode="4201000000000002"
@@ -108,7 +111,9 @@ def test_the_door_in_a_real_browser(world, live_server, browser, device, viewpor
     assert "Ada Lovelace" in result.inner_text()
     assert "Community" in result.inner_text()
     assert "T-shirt size: M" in result.inner_text()
-    assert "Has to pay" in result.inner_text()
+    badge = result.locator('.result-head [data-flag="to-pay"]')
+    assert badge.is_visible() and badge.text_content() == "To pay"
+    assert "collect the payment, or send to the cash desk" in result.inner_text()
     assert result.locator(".result-icon svg").count() == 1
     expect(page.locator("#count-attended")).to_have_text("1")
     assert page.locator("#count-expected").inner_text() == "2"
@@ -117,10 +122,12 @@ def test_the_door_in_a_real_browser(world, live_server, browser, device, viewpor
 
     scan(page, regs["ada"].barcode, "already_registered")
     assert "Already registered" in result.inner_text()
+    assert badge.is_visible()  # still to pay on a second scan
     shot(4, "already-registered")
 
     scan(page, regs["cancelled"].barcode, "canceled_registration")
     assert "Cancelled ticket — do not admit" in result.inner_text()
+    assert result.locator('[data-flag="to-pay"]').count() == 0  # a free ticket: no badge
     assert Registration.objects.get(pk=regs["cancelled"].pk).state == "cancel"
     shot(5, "cancelled")
 
@@ -151,7 +158,109 @@ def test_the_door_in_a_real_browser(world, live_server, browser, device, viewpor
         "not_recorded",
         "confirmed_registration",
     ]
+    # Ada's two scans keep their badge in the list; nobody else's has one.
+    assert page.locator('#recent [data-flag="to-pay"]').count() == 2
     shot(8, "last-scans")
+    page.close()
+
+
+@pytest.fixture
+def slotted(transactional_db, monkeypatch):
+    from django.db import connections
+
+    monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 0)
+    user = factories.UserFactory(username="door", password=PASSWORD)
+    user.groups.add(Group.objects.get(name="Event desk"))
+    begin = timezone.now().replace(microsecond=0) - timedelta(hours=1)
+    event = factories.EventFactory(
+        name="Workshop days",
+        date_begin=begin,
+        date_end=begin + timedelta(days=2),
+        is_multi_slots=True,
+    )
+    morning = factories.SlotFactory(event=event, start_hour=9.0, end_hour=12.0)
+    afternoon = factories.SlotFactory(
+        event=event,
+        start_hour=13.0,
+        end_hour=16.0,
+        start_datetime=begin + timedelta(hours=4),
+        end_datetime=begin + timedelta(hours=7),
+    )
+    regs = {
+        "hedy": factories.RegistrationFactory(
+            event=event,
+            slot=morning,
+            name="Hedy Lamarr",
+            barcode="4202000000000001",
+            sale_status="sold",
+            sale_order_ref="SO-4202",
+        ),
+        "edsger": factories.RegistrationFactory(
+            event=event, slot=afternoon, name="Edsger Dijkstra", barcode="4202000000000002"
+        ),
+        "radia": factories.RegistrationFactory(
+            event=event, slot=afternoon, name="Radia Perlman", barcode="4202000000000003"
+        ),
+    }
+    return {"event": event, "morning": morning, "afternoon": afternoon, "regs": regs}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("device", "viewport"), [("desktop", (1280, 900)), ("mobile", (390, 844))])
+def test_a_multi_slot_door_admits_for_the_slot_it_chose(
+    slotted,
+    live_server,
+    browser,  # noqa: F811
+    device,
+    viewport,
+):
+    event, regs = slotted["event"], slotted["regs"]
+    morning, afternoon = slotted["morning"], slotted["afternoon"]
+    page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
+    shot = lambda n, name: page.screenshot(  # noqa: E731
+        path=SHOTS / f"desk-slots-{device}-{n}-{name}.png", full_page=True
+    )
+    page.goto(f"{live_server.url}/desk/{event.pk}/")
+    page.wait_for_url("**/admin/login/**")
+    page.fill("#id_username", "door")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"**/desk/{event.pk}/")
+    assert page.locator("#slot").input_value() == ""  # any slot until one is chosen
+    assert page.locator("#count-expected").inner_text() == "3"
+    shot(1, "choose-a-slot")
+
+    page.select_option("#slot", str(morning.pk))  # the page reloads for that slot
+    page.wait_for_url(f"**/desk/{event.pk}/?slot={morning.pk}")
+    assert page.evaluate("document.activeElement.id") == "barcode"
+    assert page.locator("#count-expected").inner_text() == "1"
+    assert page.locator("#count-attended").inner_text() == "0"
+
+    scan(page, regs["hedy"].barcode, "confirmed_registration")
+    result = page.locator("#result")
+    assert "Hedy Lamarr" in result.inner_text() and str(morning) in result.inner_text()
+    assert result.locator('[data-flag="to-pay"]').is_visible()
+    expect(page.locator("#count-attended")).to_have_text("1")
+    shot(2, "checked-in-to-pay")
+
+    scan(page, regs["edsger"].barcode, "need_manual_confirmation")
+    assert "Ticket for another slot — check before admitting" in result.inner_text()
+    assert str(afternoon) in result.inner_text()
+    assert Registration.objects.get(pk=regs["edsger"].pk).state == "open"
+    confirm = page.get_by_role("button", name="Confirm entry anyway")
+    assert confirm.is_visible()
+    shot(3, "another-slot")
+    confirm.click()
+    page.wait_for_selector('#result[data-status="confirmed_registration"]')
+    assert Registration.objects.get(pk=regs["edsger"].pk).state == "done"
+
+    page.select_option("#slot", str(afternoon.pk))
+    page.wait_for_url(f"**/desk/{event.pk}/?slot={afternoon.pk}")
+    assert page.locator("#count-attended").inner_text() == "1"
+    assert page.locator("#count-expected").inner_text() == "2"
+    scan(page, regs["radia"].barcode, "confirmed_registration")
+    expect(page.locator("#count-attended")).to_have_text("2")  # the afternoon's, from the API
+    shot(4, "afternoon")
     page.close()
 
 

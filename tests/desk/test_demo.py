@@ -1,4 +1,5 @@
-"""seed_demo gives the desk a login (once) and the desk works on the demo summit."""
+"""seed_demo gives the desk a login (once) and the desk works on the demo summit: a ticket to
+try, one sold and not paid yet (flagged "to pay"), and the multi-slot workshops' scanner."""
 
 from __future__ import annotations
 
@@ -38,3 +39,16 @@ def test_seed_demo_creates_a_desk_login_once_and_it_scans():
     body = {"barcode": barcode, "event_id": summit.pk}
     answer = client.post("/desk/api/scan", body, content_type="application/json")
     assert answer.json()["status"] == "confirmed_registration"
+
+    to_pay = re.search(r"not paid yet: (\d+)", out.getvalue()).group(1)
+    flagged = client.post(
+        "/desk/api/scan", {"barcode": to_pay, "event_id": summit.pk}, "application/json"
+    ).json()
+    assert (flagged["status"], flagged["sale_status"], flagged["has_to_pay"]) == (
+        "confirmed_registration",
+        "sold",
+        True,
+    )
+    workshops = re.search(r"a multi-slot scanner at /desk/(\d+)/", out.getvalue()).group(1)
+    assert Event.objects.get(pk=workshops).is_multi_slots
+    assert '<select id="slot"' in client.get(f"/desk/{workshops}/").content.decode()

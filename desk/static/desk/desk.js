@@ -3,7 +3,9 @@
  * Keyboard-wedge scanners type the barcode and press Enter: the form submits, the field is
  * cleared and refocused at once, and the answer is shown large, with colour, words and an icon.
  * A request that fails (server down, no answer within TIMEOUT_MS) is shown as "not recorded":
- * it never looks like a success.
+ * it never looks like a success. A ticket not paid yet carries a "To pay" badge beside the
+ * answer, whatever the answer. On a multi-slot event the page admits for the slot chosen above
+ * the field (`data-slot-id`): the scans and the counters say which.
  */
 (function () {
   "use strict";
@@ -25,6 +27,12 @@
   var expected = document.getElementById("count-expected");
   var csrf = form.querySelector("input[name=csrfmiddlewaretoken]").value;
   var eventId = parseInt(root.dataset.eventId, 10);
+  var slotId = root.dataset.slotId ? parseInt(root.dataset.slotId, 10) : null;
+  var slotForm = document.getElementById("slot-form");
+  // Words the server translated (a JSON data block: no inline script under the CSP).
+  var textsNode = document.getElementById("desk-texts");
+  var TEXT = textsNode ? JSON.parse(textsNode.textContent) : {};
+  var countersUrl = root.dataset.countersUrl + (slotId ? "?slot_id=" + slotId : "");
 
   var ICONS = {
     check: "M4 12.5l5 5L20 6.5",
@@ -90,6 +98,7 @@
     }
     fact("Ticket", data.ticket_name);
     fact("Slot", data.slot_name);
+    if (data.sale_status && data.sale_status !== "free" && data.is_paid) fact(TEXT.payment, TEXT.paid);
     fact("Company", data.company_name);
     if (data.event_id && data.event_id !== eventId) fact("Event", data.event_name);
     if (data.date_closed) {
@@ -104,10 +113,22 @@
     if (data.has_to_pay) {
       var pay = el("p", "to-pay");
       pay.appendChild(icon("warning"));
-      pay.appendChild(el("span", null, "Has to pay: this ticket is not paid yet"));
+      pay.appendChild(el("span", null, TEXT.to_pay));
       box.appendChild(pay);
     }
     return box;
+  }
+
+  function payBadge(className) {
+    var badge = el("span", className, TEXT.to_pay_badge);
+    badge.dataset.flag = "to-pay";
+    return badge;
+  }
+
+  // Step 5 answers alike for another event and for another slot of this one: say which.
+  function titleOf(status, spec, data) {
+    if (status === "need_manual_confirmation" && data && data.event_id === eventId) return TEXT.other_slot;
+    return spec.title;
   }
 
   function show(status, data, message) {
@@ -117,7 +138,10 @@
     var head = result.querySelector(".result-head");
     var iconBox = head.querySelector(".result-icon");
     iconBox.replaceChildren(icon(spec.icon));
-    head.querySelector(".result-title").textContent = spec.title;
+    head.querySelector(".result-title").textContent = titleOf(status, spec, data);
+    var oldBadge = head.querySelector(".pay-badge");
+    if (oldBadge) oldBadge.remove();
+    if (data && data.has_to_pay) head.appendChild(payBadge("pay-badge"));
     var body = result.querySelector(".result-body");
     body.replaceChildren();
     if (message) body.appendChild(el("p", "message", message));
@@ -136,7 +160,9 @@
     mark.appendChild(icon(spec.icon));
     item.appendChild(mark);
     item.appendChild(el("span", "recent-time", new Date().toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" })));
-    item.appendChild(el("span", "recent-status", spec.title));
+    var statusText = el("span", "recent-status", titleOf(status, spec, data));
+    if (data && data.has_to_pay) statusText.appendChild(payBadge("recent-pay"));
+    item.appendChild(statusText);
     item.appendChild(el("span", "recent-name", (data && data.name) || barcode || ""));
     recent.insertBefore(item, recent.firstChild);
     while (recent.childNodes.length > RECENT_MAX) recent.removeChild(recent.lastChild);
@@ -186,7 +212,9 @@
   function scan(barcode) {
     var seq = ++latest;
     show("pending", null, "Barcode " + barcode);
-    post(root.dataset.scanUrl, { barcode: barcode, event_id: eventId }).then(function (answer) {
+    var payload = { barcode: barcode, event_id: eventId };
+    if (slotId) payload.slot_id = slotId;
+    post(root.dataset.scanUrl, payload).then(function (answer) {
       handle(answer, barcode, seq);
     });
   }
@@ -194,7 +222,7 @@
   function refreshCounters() {
     var controller = new AbortController();
     var timer = setTimeout(function () { controller.abort(); }, TIMEOUT_MS);
-    fetch(root.dataset.countersUrl, { credentials: "same-origin", headers: { "Accept": "application/json" }, signal: controller.signal })
+    fetch(countersUrl, { credentials: "same-origin", headers: { "Accept": "application/json" }, signal: controller.signal })
       .then(function (response) { return response.ok ? response.json() : null; })
       .then(function (data) {
         if (!data) return;
@@ -228,10 +256,15 @@
   // A scanner types wherever the focus is: bring stray keystrokes back to the barcode field.
   document.addEventListener("keydown", function (event) {
     var target = event.target;
-    var typing = target === input || target.tagName === "INPUT" || target.tagName === "TEXTAREA";
+    var typing = target === input || target.tagName === "INPUT" || target.tagName === "TEXTAREA" || target.tagName === "SELECT";
     if (typing || event.ctrlKey || event.metaKey || event.altKey) return;
     if (event.key.length === 1 && target.tagName !== "BUTTON" && target.tagName !== "A") input.focus();
   });
+
+  // Choosing a slot reloads the page for it (the form also works without this script).
+  if (slotForm) {
+    slotForm.querySelector("select").addEventListener("change", function () { slotForm.submit(); });
+  }
 
   show("idle", null, null);
   input.focus();
