@@ -187,10 +187,13 @@ LOGIN_URL = "/admin/login/"
 # Email: Django's backend from EMAIL_URL (smtp://, filemail://, consolemail://, …). `filemail://`
 # without a path writes each delivery batch as a file into var/mail/ (the demo's local mailbox;
 # the admin's mail outbox shows the same mails): mails hold live capability links and must not go
-# to a process's log.
+# to a process's log, nor be readable by other users of the machine (config/mailbox.py: 0700
+# folder, 0600 files).
 _email = env.email_url("EMAIL_URL")
-if _email["EMAIL_BACKEND"].endswith(".filebased.EmailBackend") and not _email["EMAIL_FILE_PATH"]:
-    _email["EMAIL_FILE_PATH"] = str(BASE_DIR / "var" / "mail")
+if _email["EMAIL_BACKEND"].endswith(".filebased.EmailBackend"):
+    _email["EMAIL_BACKEND"] = "config.mailbox.OwnerOnlyFileBackend"
+    if not _email["EMAIL_FILE_PATH"]:
+        _email["EMAIL_FILE_PATH"] = str(BASE_DIR / "var" / "mail")
 vars().update(_email)
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL")
 

@@ -69,10 +69,13 @@ if ! answers "$REDIS_HOST" "$REDIS_PORT" redis; then
   if is_local_default "$REDIS_HOST" "$REDIS_PORT" 6379 && command -v redis-server >/dev/null 2>&1
   then
     echo "Redis is not answering: starting it"
-    mkdir -p /var/lib/redis /var/log/redis
-    redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
-      --dir /var/lib/redis --logfile /var/log/redis/ci.log \
-      || echo "redis-server could not be started" >&2
+    # umask 077: its log file (and folder) readable by the owner only, as every log we create.
+    (
+      umask 077
+      mkdir -p /var/lib/redis /var/log/redis
+      redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+        --dir /var/lib/redis --logfile /var/log/redis/ci.log
+    ) || echo "redis-server could not be started" >&2
     for _ in $(seq 1 30); do answers "$REDIS_HOST" "$REDIS_PORT" redis && break; sleep 1; done
   fi
   if ! answers "$REDIS_HOST" "$REDIS_PORT" redis; then

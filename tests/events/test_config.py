@@ -7,12 +7,14 @@ Each check runs `manage.py` in a subprocess with an explicit environment and no 
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.mail import EmailMessage, get_connection
 from django.core.management import call_command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,6 +176,23 @@ def test_the_demo_mail_goes_to_a_local_mailbox_not_a_log(knob_values):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1].split() == [
-        "django.core.mail.backends.filebased.EmailBackend",
+        "config.mailbox.OwnerOnlyFileBackend",
         str(ROOT / "var" / "mail"),
     ]
+
+
+def test_the_demo_mailbox_files_are_the_owners_only(tmp_path):
+    """Each file holds whole mails, live ticket links included: 0600 (a new folder 0700)."""
+    folder = tmp_path / "mail"
+    previous = os.umask(0o022)  # the usual shell umask: Django's own backend writes 0644
+    try:
+        connection = get_connection("config.mailbox.OwnerOnlyFileBackend", file_path=str(folder))
+        sent = EmailMessage("Your tickets", "https://x/my-tickets/t/", to=["a@example.org"])
+        assert connection.send_messages([sent]) == 1
+    finally:
+        os.umask(previous)
+
+    (written,) = folder.iterdir()
+    assert "Your tickets" in written.read_text()
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -18,13 +19,18 @@ import httpx
 import pytest
 from django.core.management import CommandError, call_command
 
-from sms.management.commands.sms_gateway_sink import make_handler
+from sms.management.commands.sms_gateway_sink import make_handler, owner_only
 from sms.models import SmsOutbox
 from sms.services import delivery
 from tests.sms.factories import SmsOutboxFactory
 from tests.sms.gateway import TOKEN
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+# A capability token as the tickets page's link carries it (events.services.capability).
+LINK_TOKEN = "eyJzIjo0MiwidiI6MX0:1uXk2c:Zm9vYmFyYmF6cXV4"  # noqa: S105 — a made-up token
+LINK = f"http://127.0.0.1:8000/my-tickets/{LINK_TOKEN}/"
 
 
 @pytest.fixture
@@ -113,9 +119,45 @@ def test_the_command_listens_where_the_url_says_and_writes_its_own_log(free_port
                 time.sleep(0.1)
         message = {"to": "+32470123456", "body": "Doors open 8:30", "reference": "demo-1"}
         assert post(f"http://127.0.0.1:{free_port}/sms", message).status_code == 200
+        linked = {"to": "+32470123456", "body": f"Tickets: {LINK}", "reference": "demo-2"}
+        assert post(f"http://127.0.0.1:{free_port}/sms", linked).status_code == 200
     finally:
         proc.terminate()
         output = proc.communicate(timeout=30)[0].decode()
     text = log.read_text()
     assert "SMS demo-1 to +32470123456: Doors open 8:30" in text
+    # The ticket link masked as on the console; the file readable by its owner only.
+    assert "SMS demo-2 to +32470123456: Tickets: http://127.0.0.1:8000/my-tickets/***/" in text
+    assert LINK_TOKEN not in text and LINK_TOKEN not in output
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
     assert TOKEN not in text and TOKEN not in output
+
+
+def test_the_sink_masks_ticket_links_and_keeps_one_line_per_message(sink, caplog):
+    caplog.set_level(logging.DEBUG, logger="sms.gateway_sink")
+    message = {"to": "+32470123456", "body": f"Hi Ann\nTickets: {LINK}", "reference": "r-9"}
+
+    assert post(sink, message).status_code == 200
+
+    (line,) = [r.getMessage() for r in caplog.records if "r-9" in r.getMessage()]
+    assert (
+        line == "SMS r-9 to +32470123456: Hi Ann\\nTickets: http://127.0.0.1:8000/my-tickets/***/"
+    )
+    assert LINK_TOKEN not in caplog.text
+
+
+def test_the_log_file_is_the_owners_only_whatever_the_umask(tmp_path):
+    fresh, left = tmp_path / "new" / "sink.log", tmp_path / "old.log"
+    left.write_text("a line of an earlier run\n")
+    left.chmod(0o644)
+    previous = os.umask(0)  # the most permissive umask a shell could give the process
+    try:
+        owner_only(fresh)
+        owner_only(left)
+    finally:
+        os.umask(previous)
+
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o600
+    assert stat.S_IMODE(fresh.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(left.stat().st_mode) == 0o600
+    assert left.read_text() == "a line of an earlier run\n"  # appended to, never truncated

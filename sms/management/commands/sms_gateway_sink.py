@@ -5,7 +5,9 @@ Listens where EVENT_SMS_GATEWAY_URL points (host, port and path), accepts `POST`
 message (reference, number, body) to its own log (var/log/sms-gateway.log and stdout) and
 answers 200. A reference seen before is answered 200 again and logged as a duplicate (what a
 real gateway's de-duplication does). A wrong or missing bearer is 401, a malformed body 400.
-The token itself is never written anywhere.
+The token itself is never written anywhere; the capability links an SMS carries are masked in
+every line (events.access_log.mask, as the console's filter does) and control characters are
+escaped (a line per message); the log file is created readable by its owner only (0600).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -20,6 +23,8 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+
+from events.access_log import escape_controls, mask
 
 logger = logging.getLogger("sms.gateway_sink")
 MAX_BODY = 64 * 1024
@@ -76,6 +81,8 @@ def make_handler(*, path: str, token: str) -> type[BaseHTTPRequestHandler]:
             with lock:
                 duplicate = reference in seen
                 seen.add(reference)
+            # A body carries live ticket links; all three are the sender's text.
+            reference, to, body = (escape_controls(mask(v)) for v in (reference, to, body))
             if duplicate:
                 logger.info("duplicate %s to %s ignored", reference, to)
             else:
@@ -86,6 +93,15 @@ def make_handler(*, path: str, token: str) -> type[BaseHTTPRequestHandler]:
             logger.debug("%s %s", self.client_address[0], format % args)
 
     return Handler
+
+
+def owner_only(path: Path) -> Path:
+    """Create the log file (and its folder) readable by its owner only, whatever the umask; a
+    file left by an earlier run is narrowed to 0600 too."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    path.chmod(0o600)
+    return path
 
 
 class Command(BaseCommand):
@@ -104,8 +120,7 @@ class Command(BaseCommand):
                 f"not {settings.EVENT_SMS_GATEWAY_URL!r}."
             )
         log_path = Path(options["log"])
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(log_path)
+        handler = logging.FileHandler(owner_only(log_path))
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
