@@ -44,6 +44,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "config.admin_guard.AdminQueryGuard",  # a NUL in an admin query string: 400, not a 500
+    # Reads the body before any reader: one that never arrives is 408/400, never a 500.
+    "config.request_body.RequestBodyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

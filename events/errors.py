@@ -88,6 +88,10 @@ class Code(ErrorCode):
     PAYLOAD_TOO_LARGE = "payload_too_large", 413
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type", 415
     SERVER_ERROR = "server_error", 500
+    # The client did not finish sending its body: the read timed out, or the connection broke
+    # (config/request_body.py).
+    REQUEST_TIMEOUT = "request_timeout", 408
+    BODY_UNREADABLE = "body_unreadable", 400
     # A signed-in user lacking the permission a staff verb needs (the desk's check-in, the
     # attendee export).
     FORBIDDEN = "forbidden", 403

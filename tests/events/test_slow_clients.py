@@ -3,12 +3,17 @@ log against forged lines (issue 9, findings 5 and 6).
 
 Ten connections trickle request bodies to the intake API while /healthz and an event page keep
 answering within 1 s each (two sync workers were starved by three such clients). A CR/LF decoded
-from a path never starts a line of its own in the access log.
+from a path never starts a line of its own in the access log. A body that stops arriving (the
+read times out) or breaks off (the connection resets) answers 408 / 400, JSON on the JSON
+routes, with one WARNING line and no traceback (config/request_body.py), on every route that
+reads a body.
 """
 
 from __future__ import annotations
 
 import http.client
+import json
+import logging
 import socket
 import subprocess
 import threading
@@ -19,6 +24,7 @@ import pytest
 from django.urls import reverse
 
 from events.access_log import escape_controls
+from events.services import capability
 from tests.events import factories
 from tests.events.test_capability_server import get, procfile_web, server_env
 
@@ -130,3 +136,132 @@ def test_a_cr_lf_in_the_path_cannot_forge_an_access_line(server):
     assert not [line for line in lines if line.startswith(("FORGED", "/x"))], lines
     (logged,) = [line for line in lines if "FORGED" in line]
     assert '"GET /events/\\r\\nFORGED \\"GET /admin/\\" 200\\n/x" 404' in logged
+
+
+# --- a body that never arrives ------------------------------------------------------------------
+
+
+class BrokenBody:
+    """A request body (wsgi.input) whose read fails as gunicorn's does when the declared bytes
+    do not all arrive: `TimeoutError` once the client was silent past BODY_READ_TIMEOUT, a
+    reset when it dropped the connection."""
+
+    def __init__(self, error: OSError) -> None:
+        self.error = error
+
+    def read(self, size: int = -1) -> bytes:
+        raise self.error
+
+    readline = read
+
+
+def _routes(event, token: str) -> dict[str, tuple[str, str]]:
+    """Every route that reads a request body: path, content type."""
+    form = "application/x-www-form-urlencoded"
+    return {
+        "intake API": (reverse("api-intake", kwargs={"event_id": event.pk}), "application/json"),
+        "waiting list API": (reverse("api-waitlist", args=[event.pk]), "application/json"),
+        "seam": (reverse("seam-sale"), "application/json"),
+        "desk scan": (reverse("desk:api-scan"), "application/json"),
+        "event page form": (reverse("event-detail", kwargs={"event_id": event.pk}), form),
+        "waiting list form": (reverse("waitlist-join", args=[event.pk]), form),
+        "cancel step": (reverse("my-tickets-cancel", kwargs={"token": token}), form),
+        "admin login": ("/admin/login/", "multipart/form-data; boundary=xyz"),
+    }
+
+
+ROUTES = [
+    "intake API",
+    "waiting list API",
+    "seam",
+    "desk scan",
+    "event page form",
+    "waiting list form",
+    "cancel step",
+    "admin login",
+]
+JSON_ROUTES = {"intake API", "waiting list API", "seam", "desk scan"}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("error", "status", "code"),
+    [
+        (TimeoutError("timed out"), 408, "request_timeout"),
+        (ConnectionResetError(104, "reset"), 400, "body_unreadable"),
+    ],
+    ids=["timed out", "reset"],
+)
+@pytest.mark.parametrize("route", ROUTES)
+def test_an_unreadable_body_answers_4xx_with_one_warning_line(
+    client, caplog, route, error, status, code
+):
+    event = factories.EventFactory()
+    token = capability.mint(purpose="tickets", subject=factories.RegistrationFactory(event=event))
+    path, content_type = _routes(event, token)[route]
+    caplog.set_level(logging.INFO)
+
+    response = client.post(
+        path,
+        data=b"x" * 500,  # the declared length: 500 bytes that never all arrive
+        content_type=content_type,
+        **{"wsgi.input": BrokenBody(error)},
+    )
+
+    assert response.status_code == status
+    if route in JSON_ROUTES:
+        assert response.json()["error"]["code"] == code
+    else:
+        assert response["Content-Type"] == "text/plain; charset=utf-8"
+    (line,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert (line.levelname, line.name, line.exc_info) == ("WARNING", "events.request", None)
+    assert f"could not be read ({type(error).__name__}): answering {status}" in line.getMessage()
+    assert token not in caplog.text  # the cancel step's path is masked
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)  # the server reads what the test commits
+def test_a_stalled_body_answers_408_and_logs_one_warning_line(server):
+    """A real socket: the headers and a few bytes, then silence; gunicorn's read times out
+    (BODY_READ_TIMEOUT) and the answer comes, one per connection, without a traceback."""
+    port, log = server
+    event = factories.EventFactory(is_published=True)
+    paths = {
+        "intake API": (reverse("api-intake", kwargs={"event_id": event.pk}), "application/json"),
+        "seam": (reverse("seam-sale"), "application/json"),
+        "event page form": (
+            reverse("event-detail", kwargs={"event_id": event.pk}),
+            "application/x-www-form-urlencoded",
+        ),
+    }
+    socks = {}
+    for name, (path, content_type) in paths.items():
+        sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        sock.sendall(
+            (
+                f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {content_type}\r\n"
+                "Content-Length: 1000\r\n\r\n"
+            ).encode()
+            + b"{"
+        )
+        socks[name] = sock
+    answers = {}
+    try:
+        for name, sock in socks.items():  # each answers once its own read timed out
+            response = http.client.HTTPResponse(sock)
+            response.begin()
+            answers[name] = (response.status, response.getheader("Content-Type"), response.read())
+    finally:
+        for sock in socks.values():
+            sock.close()
+    assert get(port, "/healthz") == 200  # the server is fine, and the log is flushed past them
+
+    for name in ("intake API", "seam"):
+        status, content_type, body = answers[name]
+        assert (status, content_type) == (408, "application/json")
+        assert json.loads(body)["error"]["code"] == "request_timeout"
+    assert answers["event page form"][:2] == (408, "text/plain; charset=utf-8")
+    text = log.read_text()
+    warnings = [line for line in text.splitlines() if "could not be read" in line]
+    assert len(warnings) == 3 and all(" WARNING events.request " in w for w in warnings), text
+    assert "Traceback" not in text and " ERROR " not in text, text
