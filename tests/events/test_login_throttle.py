@@ -6,9 +6,11 @@ from EVENT_TRUSTED_PROXY). Nobody can lock a staff member out from another addre
 from __future__ import annotations
 
 import secrets
+from io import StringIO
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 from django.test import Client
 
 from tests.events import factories
@@ -160,3 +162,17 @@ def test_with_redis_down_staff_still_log_in_and_failures_answer_the_form(staff, 
     assert login(user, PASSWORD, remote=dead).status_code == 302
     assert "login failure not counted (cache)" in caplog.text
     assert "login throttle unavailable (cache)" in caplog.text
+
+
+@pytest.mark.django_db
+def test_the_runbooks_commands_unlock_a_pair_and_an_address(staff):
+    victim = staff()
+    pair, crowd = _address(), _address()
+    fail(victim, settings.AXES_FAILURE_LIMIT, remote=pair)
+    others(settings.LOGIN_THROTTLE_ADDRESS_LIMIT, remote=crowd)
+
+    call_command("axes_reset_ip_username", pair, victim, stdout=StringIO())
+    call_command("axes_reset_ip", crowd, stdout=StringIO())
+
+    assert login(victim, PASSWORD, remote=pair).status_code == 302
+    assert login(victim, PASSWORD, remote=crowd).status_code == 302
