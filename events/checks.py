@@ -1,6 +1,6 @@
 """System checks: the secrets fail closed (spec.md §7.1, §10).
 
-Every configured secret is parsed by the rule its user applies (config.secret_knobs): the
+Every configured secret is parsed by the rule its user applies (events.secret_knobs): the
 capability secret (events.E001), the seam secret empty (events.E002) or one of its entries
 unusable (events.E003), the SMS gateway's bearer token (events.E004). `manage.py` commands run
 the check; config/wsgi.py runs it too and refuses to start. The messages name the knob and the
@@ -9,7 +9,7 @@ entry's position, never a value.
 
 from django.core.checks import Error, register
 
-from config import secret_knobs
+from events import secret_knobs
 
 HINTS = {
     secret_knobs.CAPABILITY_CHECK: "make run writes a .env with a generated secret; see "

@@ -27,7 +27,7 @@ from django.core import signing
 from django.db import transaction
 from django.db.models import Count, F, Max, Q
 
-from config import secret_knobs
+from events import secret_knobs
 from events.errors import CapabilityRefused, SecretMissing
 from events.models import Registration, WaitlistEntry, WaitlistState
 from events.services import audit, locks

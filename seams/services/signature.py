@@ -3,7 +3,7 @@
 
 Invariants:
 - `EVENT_SEAM_SECRET` holds one or more space-separated secrets (`whsec_<base64>`, or raw
-  UTF-8 bytes without the prefix), parsed by `config.secret_knobs.seam_keys`, the rule the
+  UTF-8 bytes without the prefix), parsed by `events.secret_knobs.seam_keys`, the rule the
   start-up check applies too; a signature made with any one of them passes (rotation);
 - checks in the contract's order: missing secret (503 `secret_missing`), missing headers or no
   matching signature (401 `invalid_signature`), timestamp more than 300 s away (401
@@ -22,14 +22,14 @@ from functools import lru_cache
 from django.conf import settings
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from config import secret_knobs
+from events import secret_knobs
 from events.errors import SecretMissing
 from seams.errors import InvalidSignature, StaleTimestamp
 
 
 @lru_cache(maxsize=4)
 def _webhooks(setting: str) -> tuple[Webhook, ...]:
-    # The start-up check parses with the same rule (config.secret_knobs, events.E002/E003), so
+    # The start-up check parses with the same rule (events.secret_knobs, events.E002/E003), so
     # a server that started never refuses here unless its settings changed since.
     try:
         keys = secret_knobs.seam_keys(setting)

@@ -1,4 +1,4 @@
-"""Every configured secret is checked at start-up by the rule that reads it (config.secret_knobs):
+"""Every configured secret is checked at start-up by the rule that reads it (events.secret_knobs):
 `manage.py check` fails with an Error naming the knob and the entry's position, the web server
 refuses to start, and neither prints the value. The seam's runtime parses with the same rule.
 """
@@ -13,7 +13,7 @@ import subprocess
 import pytest
 from django.core.checks import run_checks
 
-from config import secret_knobs
+from events import secret_knobs
 from tests.events.test_capability_server import procfile_web
 from tests.events.test_config import ROOT, knob_values, manage  # noqa: F401 — a fixture
 from tests.seams.host import Host, new_secret
