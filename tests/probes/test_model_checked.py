@@ -437,8 +437,9 @@ class SystemMachine(RuleBasedStateMachine):
             if msg.kind == "order.cancelled":
                 self.cancel_order(trial, msg.order, effects)
             else:
+                # a later version is the order's whole truth (spec-overlay §1.4 "Shrink")
                 self.mint(trial, msg, effects)
-                self.confirm_order_booths(trial, msg, effects)
+                self.confirm_order_booths(trial, msg, effects, later=version > 0)
                 if msg.kind == "order.paid":
                     self.pay(trial, msg.order, effects)
         except ModelRefusal as refusal:
@@ -448,13 +449,31 @@ class SystemMachine(RuleBasedStateMachine):
         return "applied", "", effects
 
     def mint(self, m: Model, msg: MMessage, effects: Counter) -> None:
+        """Per (line, ticket, slot): the live registrations beyond the quantity (0 for what the
+        lines no longer name) cancelled, draft/open newest first, attended ones beyond it kept;
+        then the shortfall minted."""
+        targets = {(ref, t, s): quantity for _, t, s, ref, quantity in msg.ticket_lines}
+        held: dict = defaultdict(list)
+        for key in sorted(m.regs, reverse=True):  # newest first
+            reg = m.regs[key]
+            if reg.order == msg.order and reg.cancel_source != "order":
+                held[(reg.line, reg.ticket, reg.slot)].append(reg)
+        for sig, regs in held.items():
+            surplus = len(regs) - targets.get(sig, 0)
+            for reg in [r for r in regs if r.state in (DRAFT, OPEN)][: max(surplus, 0)]:
+                self.move(reg, "cancel", source="order")
+                effects["registration.cancelled"] += 1
+                surplus -= 1
+            effects["registration.kept"] += len([r for r in regs if r.state == DONE][:surplus])
         live = Counter(
-            r.line for r in m.regs.values() if r.order == msg.order and r.cancel_source != "order"
+            (r.line, r.ticket, r.slot)
+            for r in m.regs.values()
+            if r.order == msg.order and r.cancel_source != "order"
         )
         for event, ticket, slot, ref, quantity in sorted(
             msg.ticket_lines, key=lambda ln: (ln[0], ln[3])
         ):
-            missing = quantity - live[ref]
+            missing = quantity - live[(ref, ticket, slot)]
             if missing <= 0:
                 continue
             code = self.register_refusal(m, event, ticket, slot, missing, OPEN)
@@ -464,13 +483,18 @@ class SystemMachine(RuleBasedStateMachine):
                 m.regs[m.new_key()] = MReg(event, ticket, slot, OPEN, order=msg.order, line=ref)
             effects["registration.created"] += missing
 
-    def confirm_order_booths(self, m: Model, msg: MMessage, effects: Counter) -> None:
-        if not msg.booth_ids:
-            return
+    def confirm_order_booths(
+        self, m: Model, msg: MMessage, effects: Counter, *, later: bool
+    ) -> None:
         if any(
             (h := self.holder(m, b)) is not None and h.order != msg.order for b in msg.booth_ids
         ):
             raise ModelRefusal("booth_unavailable")
+        if later:  # the booths the order holds but no longer names are released
+            for booth in sorted(m.booths):
+                held = self.holder(m, booth)
+                if booth not in msg.booth_ids and held is not None and held.order == msg.order:
+                    self.release_model_booth(m, booth, effects)
         for booth in sorted(msg.booth_ids):
             if m.booths[booth].holder is not None:
                 continue  # this order's already
@@ -496,7 +520,7 @@ class SystemMachine(RuleBasedStateMachine):
 
     def pay(self, m: Model, order: str, effects: Counter) -> None:
         for reg in m.regs.values():
-            if reg.order == order and not reg.is_paid:
+            if reg.order == order and not reg.is_paid and reg.cancel_source != "order":
                 reg.is_paid = True
                 effects["registration.paid"] += 1
         for booth in m.booths.values():
