@@ -264,6 +264,7 @@ def _shrink(
     for reg in found:
         by_key.setdefault((reg.sale_order_line_ref, reg.ticket_id, reg.slot_id), []).append(reg)
     kept = []
+    cancelled: set[int] = set()
     for key in sorted(by_key, key=lambda k: (k[0], k[1] or 0, k[2] or 0)):
         regs = by_key[key]
         surplus = len(regs) - targets.get(key, 0)
@@ -272,7 +273,7 @@ def _shrink(
         line = changes.line(key[0])
         for reg in [r for r in regs if r.state in CANCELLABLE][:surplus]:
             registrations.cancel(registration=reg, actor=actor, source=CancelSource.ORDER)
-            reg.state, reg.cancel_source = RegistrationState.CANCEL, CancelSource.ORDER
+            cancelled.add(reg.pk)
             line.cancelled.append(reg.pk)
             surplus -= 1
         for reg in [r for r in regs if r.state == RegistrationState.DONE][:surplus]:
@@ -294,7 +295,7 @@ def _shrink(
     held: dict[Key, dict[str, int]] = {}
     for key, regs in by_key.items():
         for reg in regs:
-            if reg.cancel_source != CancelSource.ORDER:
+            if reg.pk not in cancelled:
                 states = held.setdefault(key, {})
                 states[reg.state] = states.get(reg.state, 0) + 1
     return held
