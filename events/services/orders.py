@@ -1,14 +1,14 @@
-"""Host sale orders acting on registrations (spec-overlay.md §1.4): converge on an order's
-lines (shrink, then mint), mark paid, cancel.
+"""Host sale orders acting on registrations (spec-overlay.md §1.4): make them what an order's
+lines say (`mint`: shrink, then create what is missing), mark paid, cancel.
 
 Invariants:
 - an order's registrations are found by `sale_order_ref` / `sale_order_line_ref`; after
-  `converge` each (line, ticket, slot) of the order holds `quantity` live registrations, where
+  `mint` each (line, ticket, slot) of the order holds `quantity` live registrations, where
   *live* excludes those cancelled by the order (`cancel_source = order`) but counts those
   cancelled by staff (staff decided) — more only when attended ones (kept `done`) exceed it;
-- every seat change goes through `registrations` (lock-first seat engine); `converge` is one
+- every seat change goes through `registrations` (lock-first seat engine); `mint` is one
   transaction over all lines, events locked in ascending order, so it succeeds or fails whole;
-- `converge`, `set_paid` and `cancel_order` write their audit rows in the same transaction.
+- `mint`, `set_paid` and `cancel_order` write their audit rows in the same transaction.
 The caller (the seams overlay) serialises the verbs of one order; these verbs take the row
 locks the seat engine needs and nothing more.
 """
@@ -102,7 +102,7 @@ def _held_sql() -> str:
 
 @dataclass
 class LineChanges:
-    """What `converge` did to one order line's registrations (their ids)."""
+    """What `mint` did to one order line's registrations (their ids)."""
 
     minted: list[int] = field(default_factory=list)
     cancelled: list[int] = field(default_factory=list)
@@ -121,8 +121,8 @@ class LineChanges:
 
 
 @dataclass
-class Converged:
-    """What `converge` did: the registrations it minted and, per line ref, every change."""
+class OrderChanges:
+    """What `mint` did: the registrations it minted and, per line ref, every change."""
 
     minted: list[Registration] = field(default_factory=list)
     lines: dict[str, LineChanges] = field(default_factory=dict)
@@ -154,7 +154,7 @@ def _needs_shrink(held: Mapping[Key, Mapping[str, int]], targets: Mapping[Key, i
     return False
 
 
-def converge(
+def mint(
     *,
     order_ref: str,
     partner: Partner,
@@ -162,7 +162,7 @@ def converge(
     amount_total: Decimal,
     utm: Mapping[str, str] | None = None,
     actor: Any,
-) -> Converged:
+) -> OrderChanges:
     """Make the order's registrations what its ticket `lines` say, all or none: the lines are
     the order's whole truth.
 
@@ -172,10 +172,11 @@ def converge(
     first; attended ones stay `done`, reported and audited (`registration.kept`). Then mint
     `quantity − live` per line. Attendee entries are used from the first missing index on; the
     rest take the partner's details (`contact_source = partner`). A once-per-order answer given
-    on any line is copied to every new registration of the same event in the order.
+    on any line is copied to every new registration of the same event in the order. Returns
+    what changed (`OrderChanges.summary()` is the seam's answer).
     """
     sale_status = SaleStatus.FREE if amount_total == 0 else SaleStatus.SOLD
-    changes = Converged()
+    changes = OrderChanges()
     # No savepoint: a failure must leave the caller's enclosing block anyway (all or none).
     with transaction.atomic(savepoint=False):
         # What the order holds and the once-per-order questions: one round trip.
@@ -247,7 +248,7 @@ def _shrink(
     order_ref: str,
     targets: Mapping[Key, int],
     event_ids: Sequence[int],
-    changes: Converged,
+    changes: OrderChanges,
     actor: Any,
 ) -> dict[Key, dict[str, int]]:
     """Cancel each key's surplus. The order's registrations are read again under the locks of

@@ -69,7 +69,7 @@ def apply(*, message: Message, actor: Any) -> Outcome:
         if not minting:
             summary = _cancel(order, actor)
         else:
-            summary = _converge(order, tickets, actor, later=later)
+            summary = _mint(order, tickets, actor, later=later)
             if message.type == "order.paid":
                 summary["paid"] = orders.set_paid(order_ref=order.ref, actor=actor)
                 _other_kinds("paid", order, actor, summary)
@@ -182,12 +182,12 @@ def _other_kinds(
                 summary[key] = value
 
 
-def _converge(
+def _mint(
     order: OrderData, tickets: dict[int, Ticket], actor: Any, *, later: bool
 ) -> dict[str, Any]:
     _check_kinds(order)
     lines = _ticket_lines(order, tickets)
-    converged = orders.converge(
+    changes = orders.mint(
         order_ref=order.ref,
         partner=orders.Partner(
             ref=order.partner.ref,
@@ -201,7 +201,7 @@ def _converge(
         utm=order.utm,
         actor=actor,
     )
-    summary = converged.summary()
+    summary = changes.summary()
     _other_kinds("confirm", order, actor, summary, later=later)
     return summary
 
