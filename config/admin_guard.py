@@ -20,7 +20,7 @@ from django.db import models
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.urls import reverse
 
-from events.services import inputs
+from events import inputs
 
 
 def _refused(why: str) -> HttpResponse:
@@ -57,7 +57,7 @@ class AdminQueryGuard:
 
 def _is_key(pk: models.Field, value: str) -> bool:
     """`value` can be a primary key of the model: ASCII digits within bigint for an integer
-    key (events.services.inputs.as_id: "١" or "²" are no row's key), else text PostgreSQL can
+    key (events.inputs.as_id: "١" or "²" are no row's key), else text PostgreSQL can
     hold that the key field accepts."""
     if isinstance(pk, models.IntegerField):  # the auto fields included
         return inputs.as_id(value) is not None

@@ -2,7 +2,7 @@
 
 `get_user` runs on every request of a signed-in user (the desk's scans, the admin). Django's
 (`User._default_manager.get(pk=…)`) compiles the same ORM query each time, ~180 µs of client
-CPU; here it is a fixed statement on a server-binding cursor (events.services.rows.fetch,
+CPU; here it is a fixed statement on a server-binding cursor (events.db.rows.fetch,
 prepared on its second use on a connection), with Django's answer: the user when the row
 exists and may authenticate (`is_active`), else None. Everything else (the password check,
 permissions) is Django's ModelBackend. Register P9.
@@ -22,7 +22,7 @@ from functools import cache
 from django.contrib.auth import backends, get_user_model
 from django.core.exceptions import PermissionDenied
 
-from events.services import rows
+from events.db import rows
 
 
 @cache

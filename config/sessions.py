@@ -4,7 +4,7 @@ session key Django could never have made.
 - The read. Django reads the session through the ORM (`Session.objects.get(session_key=…,
   expire_date__gt=now)`): ~230 µs of query compilation on every request of a signed-in user
   (the desk's scans, the admin), for a statement whose text never changes. It runs here as a
-  fixed statement on a server-binding cursor (events.services.rows.fetch: prepared on its
+  fixed statement on a server-binding cursor (events.db.rows.fetch: prepared on its
   second use on a connection), through `pipeline.first_read`: a request's first statement also
   stands in for Django's per-request connection health check (`SELECT 1`), as on /ics and the
   intake (register P3, P9). Same answer as Django's: the row when its key matches and it has
@@ -26,7 +26,7 @@ from django.contrib.sessions.backends.base import VALID_KEY_CHARS
 from django.contrib.sessions.models import Session
 from django.utils import timezone
 
-from events.services import pipeline, rows
+from events.db import pipeline, rows
 
 _KEY_CHARS = frozenset(VALID_KEY_CHARS)
 

@@ -131,7 +131,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 DATABASES["default"]["CONN_MAX_AGE"] = 60
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # psycopg prepares a statement of a server-binding cursor from its third use on a connection.
-# Only the booking's hot statements use such cursors (events.services.pipeline.cursor);
+# Only the booking's hot statements use such cursors (events.db.pipeline.cursor);
 # Django's own cursors bind on the client and never prepare. A pooler in front of PostgreSQL
 # must then keep prepared statements per client (PgBouncer >= 1.21 max_prepared_statements,
 # or session pooling): docs/runbook.md.

@@ -1,7 +1,7 @@
 """Reads of the attendance desk (spec-overlay.md §5); each one a fixed number of queries.
 
 Whether an event admits anyone (§5.1 step 4) is core's one decision of "closed"
-(`events.selectors.closed_reason` / `closed_events`: cancelled by kanban or by a cancelled
+(`events.rules.closed_reason` / `closed_events`: cancelled by kanban or by a cancelled
 stage, in another ending stage, or finished), on the stage the lookup already joined.
 Counters come from the one seat module: attended = `used`, expected = `reserved + used` (the
 attendees holding a seat; a waiting-list offer holds one too, but nobody comes to the door
@@ -14,7 +14,8 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from events import selectors as core_selectors
+from events import rules as core_rules
+from events.db import rows
 from events.models import (
     Event,
     Question,
@@ -25,7 +26,7 @@ from events.models import (
     Stage,
     Ticket,
 )
-from events.services import rows, seats
+from events.services import seats
 
 UPCOMING_LIMIT = 50
 
@@ -79,7 +80,7 @@ def desk_registration(*, registration_id: int) -> Registration | None:
 def is_not_ongoing(event: Event, *, now: datetime) -> bool:
     """§5.1 step 4: the event is closed (core's one decision; `event.stage` loaded by the
     caller). Not started yet is fine (early entrance)."""
-    return core_selectors.is_closed(event, now=now)
+    return core_rules.is_closed(event, now=now)
 
 
 def slot_event_id(*, slot_id: int) -> int | None:
@@ -136,7 +137,7 @@ def desk_events(*, now: datetime) -> list[dict]:
     soonest first, each with its counters: three queries whatever the number of events."""
     events = list(
         Event.objects.filter(active=True)
-        .exclude(core_selectors.closed_events(now=now))
+        .exclude(core_rules.closed_events(now=now))
         .select_related("stage")
         .order_by("date_begin", "id")[:UPCOMING_LIMIT]
     )
@@ -144,7 +145,7 @@ def desk_events(*, now: datetime) -> list[dict]:
     return [
         {
             "event": event,
-            "ongoing": core_selectors.is_ongoing(event, now=now),
+            "ongoing": core_rules.is_ongoing(event, now=now),
             "attended": totals[event.pk].used,
             "expected": totals[event.pk].reserved + totals[event.pk].used,
         }

@@ -35,9 +35,10 @@ from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
 from desk import selectors
 from desk.errors import CsrfFailed, Forbidden, MethodNotAllowed
 from desk.services import confirm_attendance, register_attendee
-from events import selectors as core_selectors
+from events import inputs
+from events import rules as core_rules
+from events.db import rows
 from events.errors import Code, DomainError, NotFound, ValidationFailed, http_status
-from events.services import inputs, rows
 from events.views_api import DATABASE_UNAVAILABLE, JSON_TYPE, database_unavailable, transport_error
 
 logger = logging.getLogger("desk.api")
@@ -239,7 +240,7 @@ def scanner(request: HttpRequest, event_id: int) -> HttpResponse:
             "slots": slots,
             "slot": slot,
             "counters": selectors.counters(event=event, slot_id=slot.pk if slot else None),
-            "ongoing": core_selectors.is_ongoing(event, now=now),
+            "ongoing": core_rules.is_ongoing(event, now=now),
             "not_ongoing": selectors.is_not_ongoing(event, now=now),
             "texts": _page_texts(),
         },

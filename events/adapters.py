@@ -26,7 +26,8 @@ from django.template import Context, Template
 from django.utils import dateformat, timezone
 from django.utils.html import strip_tags
 
-from events import outbox_sql, template_plans
+from events import template_plans
+from events.db import outbox_sql
 from events.errors import TemplateMissing
 from events.models import (
     Event,
@@ -225,7 +226,7 @@ class OutboxMailQueue(EventMailQueue):
         if not messages:
             return
         now, host = timezone.now(), _message_host()
-        # One INSERT … SELECT FROM unnest per batch (events.outbox_sql), not bulk_create.
+        # One INSERT … SELECT FROM unnest per batch (events.db.outbox_sql), not bulk_create.
         outbox_sql.insert_batch(
             model=MailOutbox,
             columns=OUTBOX_COLUMNS,

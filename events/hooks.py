@@ -10,7 +10,7 @@ core calls each hook inside the same transaction as the change. Never Django sig
   list is empty and nothing happens. A hook that only writes can be a `RidingHook`: the
   booking (registrations.register) and a transition (registrations._transition) then call its
   `ride` before they send their write statement, and the statements `ride` returns
-  (events.services.rows.Rider) run inside that statement, in the same snapshot as the verb's
+  (events.db.rows.Rider) run inside that statement, in the same snapshot as the verb's
   own writes; every other caller calls the hook as usual. The booking and the transitions
   call the other hooks after their writes were sent, so a hook that reads sees them (a
   transition then leaves its COMMIT to its atomic block).
@@ -64,7 +64,7 @@ startup_checks: list[Callable[[], None]] = []
 class RidingHook:
     """A `registrations_changed` hook with a second form for the booking: `ride(registrations,
     actor)` returns the statements to run inside the booking's write statement (a list of
-    events.services.rows.Rider, each setting up what it needs after commit itself) instead of
+    events.db.rows.Rider, each setting up what it needs after commit itself) instead of
     running its own; calling the hook runs `run`."""
 
     run: Callable[..., Any]

@@ -13,10 +13,11 @@ from typing import Any
 
 from django.utils.formats import number_format
 
-from events import selectors
+from events import inputs
 from events.errors import DomainError
 from events.models import Event, Question, QuestionType
-from events.services import inputs, intake
+from events.read import selectors
+from events.services import intake
 
 CONTACT_INPUTS = {
     "name": ("Full name", "text", "name"),

@@ -203,7 +203,7 @@ class Event(models.Model):
     # the intake's locked stage read.
     has_tickets: bool
     stage_pipe_end: bool
-    stage_is_cancelled: bool  # the intake's read only (selectors.in_cancelled_stage)
+    stage_is_cancelled: bool  # the intake's read only (rules.in_cancelled_stage)
 
     name = models.CharField(max_length=255)
     event_type = models.ForeignKey(
@@ -865,7 +865,7 @@ class ExportFormat(models.TextChoices):
 
 
 class AttendeeExport(models.Model):
-    """An attendee export too large to build during a request (events.services.exports): the
+    """An attendee export too large to build during a request (events.read.exports): the
     worker builds it, its requester watches the progress and downloads the file, kept in the
     row until it expires."""
 

@@ -5,7 +5,8 @@ Services nudge these by their registered names (`events.services.nudge`), never 
 
 from celery import shared_task
 
-from events.services import delivery, exports, nudge, scheduler, waitlist
+from events.read import exports
+from events.services import delivery, nudge, scheduler, waitlist
 from events.services import events as event_services
 
 

@@ -25,7 +25,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods
 
-from events import health, intake_form, ratelimit, selectors, waitlist_form
+from events import health, inputs, intake_form, ratelimit, rules, waitlist_form
 from events.client import client_address
 from events.errors import (
     CapabilityRefused,
@@ -38,8 +38,9 @@ from events.errors import (
     http_status,
 )
 from events.models import Registration, RegistrationState
-from events.services import capability, inputs, intake, links, seats, self_service
-from events.services import ics as ics_service
+from events.read import ics as ics_service
+from events.read import selectors
+from events.services import capability, intake, links, seats, self_service
 
 logger = logging.getLogger("events.attendee")
 
@@ -114,7 +115,7 @@ def event_detail(request: HttpRequest, event_id: int) -> HttpResponse:
 
 def _event_page(request, event, *, now, posted=None, error=None, key=None) -> HttpResponse:
     summaries = seats.ticket_summaries(event=event)
-    closed = selectors.closed_reason(event, now=now)
+    closed = rules.closed_reason(event, now=now)
     form = intake_form.build(
         event=event,
         now=now,
@@ -414,7 +415,7 @@ def _ticket_card(registration: Registration) -> dict:
         "begin": slot.start_datetime if slot else event.date_begin,
         "end": slot.end_datetime if slot else event.date_end,
         "cancelled": cancelled,
-        "event_cancelled": selectors.is_cancelled(event),
+        "event_cancelled": rules.is_cancelled(event),
         "qr_svg": qr,
         "ics_path": links.ics_path(registration),
     }

@@ -25,10 +25,10 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from events import ratelimit
+from events import inputs, ratelimit
 from events.client import client_address
 from events.errors import Code, DomainError, RateLimited, http_status
-from events.services import inputs, intake
+from events.services import intake
 
 logger = logging.getLogger("events.api")
 

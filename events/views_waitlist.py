@@ -25,7 +25,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_http_methods, require_POST
 
-from events import ratelimit, selectors, waitlist_form
+from events import inputs, ratelimit, rules, waitlist_form
 from events.client import client_address
 from events.errors import (
     CapabilityRefused,
@@ -38,7 +38,8 @@ from events.errors import (
     http_status,
 )
 from events.models import ActorType, Event, Slot, Ticket
-from events.services import inputs, links, registrations, seats, waitlist
+from events.read import selectors
+from events.services import links, registrations, seats, waitlist
 from events.services.audit import Actor
 from events.views import UNAVAILABLE_RETRY_AFTER, _tickets_not_found, _token_route
 from events.views_api import json_post
@@ -91,7 +92,7 @@ def join_page(request: HttpRequest, event_id: int) -> HttpResponse:
             event=event,
             now=now,
             summaries=seats.ticket_summaries(event=event),
-            closed=selectors.closed_reason(event, now=now),
+            closed=rules.closed_reason(event, now=now),
             posted=request.POST,
             error=error,
         )

@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from events import inputs
 from events.errors import DomainError
 from events.models import Event
-from events.services import inputs, intake
+from events.services import intake
 
 # Refusals shown next to a field (the others above the form).
 FIELD_ERRORS = {

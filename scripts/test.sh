@@ -9,9 +9,9 @@ echo "== ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 
-echo "== mypy (django-stubs) on the service layers that exist (config: pyproject.toml)"
+echo "== mypy (django-stubs) on the verbs, the database machinery and the read models (config: pyproject.toml)"
 services=()
-for dir in events/services booths/services leads/services seams/services sms/services desk/services; do
+for dir in events/services events/db events/read booths/services leads/services seams/services sms/services desk/services; do
   if [ -d "$dir" ]; then services+=("$dir"); fi
 done
 .venv/bin/mypy "${services[@]}"

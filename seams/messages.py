@@ -4,7 +4,7 @@
 with `path` (e.g. `data.order.lines[1].quantity`). Pure: no database access. Besides the
 schema it refuses what PostgreSQL could not store (NUL characters, lone surrogates, NaN and
 infinities, ids beyond bigint), so a stored body is always storable and a refusal is never a 500,
-and the control characters of the core's input rule (events.services.inputs.control_free): none
+and the control characters of the core's input rule (events.inputs.control_free): none
 in a one-line field (refs, names, emails, phones, companies, currency, campaign tags), only tab
 and line breaks in any other text (an answer), so what the seam mints always exports.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from events.services.inputs import control_free
+from events.inputs import control_free
 from seams.errors import MalformedMessage
 
 ORDER_TYPES = ("order.confirmed", "order.paid", "order.cancelled")

@@ -7,8 +7,8 @@ from functools import cache
 
 from django.db.models import QuerySet
 
+from events.db import rows
 from events.models import Event, LinkedProduct, Slot, Ticket
-from events.services import rows
 from seams.models import SeamInbox
 
 

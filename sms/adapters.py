@@ -2,7 +2,7 @@
 
 `GatewaySmsQueue` writes one `SmsOutbox` row per SMS in the caller's transaction (the pass
 batch: a rollback undoes them), in one `INSERT … SELECT FROM unnest(…) ON CONFLICT DO NOTHING`
-(events.outbox_sql), and nudges `sms.deliver_outbox` after commit. The pass's idempotency key
+(events.db.outbox_sql), and nudges `sms.deliver_outbox` after commit. The pass's idempotency key
 is the row's `reference` (scheduler, registration, scheduled date / slot): the same message is
 never queued twice, and the gateway can de-duplicate a re-send by it.
 """
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from django.utils import timezone
 
-from events import outbox_sql
+from events.db import outbox_sql
 from events.ports import EventSmsQueue, OutgoingSms
 from events.services import nudge
 from sms.models import SmsOutbox
@@ -35,7 +35,7 @@ class GatewaySmsQueue(EventSmsQueue):
         if not messages:
             return
         now = timezone.now()
-        # One INSERT … SELECT FROM unnest per batch (events.outbox_sql), not bulk_create.
+        # One INSERT … SELECT FROM unnest per batch (events.db.outbox_sql), not bulk_create.
         outbox_sql.insert_batch(
             model=SmsOutbox,
             columns=OUTBOX_COLUMNS,

@@ -6,7 +6,6 @@ from __future__ import annotations
 from django.db.models import Count, Q
 from django.urls import reverse
 
-from events import selectors
 from events.admin.extensions import (
     AdminSection,
     Alert,
@@ -16,11 +15,12 @@ from events.admin.extensions import (
     register_admin_section,
     register_dashboard_panel,
 )
+from events.read import selectors
 from sms.models import SmsOutbox, SmsState
 
 
 def sms_panel(event) -> PanelData:
-    # The event's rows, read through their keys' indexes (events.selectors.outbox_of_event).
+    # The event's rows, read through their keys' indexes (events.read.selectors.outbox_of_event).
     counts = (
         selectors.outbox_of_event(SmsOutbox.objects.all(), event.pk)
         .order_by()

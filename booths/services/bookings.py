@@ -29,10 +29,10 @@ from django.utils import timezone
 from booths.errors import BoothUnavailable
 from booths.models import BookingState, Booth, BoothBooking, BoothState
 from booths.services.locks import lock_booth, lock_booths
+from events.db.dberrors import violated_constraint
 from events.errors import InvalidTransition, NotFound, ValidationFailed
 from events.models import EventAuditLog
 from events.services import audit
-from events.services.dberrors import violated_constraint
 
 UNIQUE_CONFIRMED = "one_confirmed_booking_per_booth"
 RENTER_FIELDS = (

@@ -6,7 +6,7 @@ Invariants:
   through `events.services.registrations.mark_attended` (which sets `date_closed` once);
 - a desk admits for its event and, on a multi-slot event, for the slot it chose: a ticket of
   another event or of another slot is `need_manual_confirmation` (step 5), nothing written;
-- "not ongoing" (step 4) is core's one decision of "closed" (`events.selectors.closed_reason`);
+- "not ongoing" (step 4) is core's one decision of "closed" (`events.rules.closed_reason`);
 - an admission is decided on the locked rows (Event, then Registration: the order every core
   verb uses, so no deadlock with a concurrent cancel), so two desks scanning one ticket at once
   get one `confirmed_registration` and one `already_registered`; an answer that writes nothing
@@ -25,10 +25,11 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 from desk import selectors
-from events import selectors as core_selectors
+from events import inputs
+from events import rules as core_rules
 from events.errors import Code, NotFound, ValidationFailed
 from events.models import ActorType, Event, Registration, RegistrationState
-from events.services import audit, inputs, registrations
+from events.services import audit, registrations
 from events.services.audit import Actor
 
 BARCODE_MAX: int = Registration._meta.get_field("barcode").max_length or 0
@@ -233,7 +234,7 @@ def summary(reg: Registration, event: Event, *, now) -> dict[str, Any]:
         "registration_answers": selectors.choice_answers(registration_id=reg.pk),
         "sale_status": reg.sale_status,
         "is_paid": reg.is_paid,
-        "has_to_pay": core_selectors.has_to_pay(reg),
+        "has_to_pay": core_rules.has_to_pay(reg),
         "date_closed": closed.isoformat() if closed is not None else None,
         "is_date_closed_today": closed is not None
         and closed.astimezone(tz).date() == now.astimezone(tz).date(),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from events import selectors
+from events import inputs
 from events.admin.base import (
     ReadOnlyAdmin,
     ServiceErrorsMixin,
@@ -18,7 +18,8 @@ from events.models import (
     MailRegistration,
     MailSlot,
 )
-from events.services import delivery, inputs
+from events.read import selectors
+from events.services import delivery
 from events.services import scheduler as scheduler_services
 
 

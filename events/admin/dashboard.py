@@ -36,7 +36,7 @@ from pygal.style import Style
 from events.admin import exports
 from events.admin.extensions import Alert, dashboard_panels
 from events.models import OutboxState
-from events.services import dashboard as figures
+from events.read import dashboard as figures
 
 # High-contrast colours (Okabe-Ito); meaning is carried by labels and values anyway.
 STYLE = Style(

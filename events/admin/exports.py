@@ -3,7 +3,7 @@
 Only staff holding `events.export_registrations` export (`exports.PERMISSION`: the Event user
 and Event manager groups, never the desk's; a 403 otherwise, and the actions and buttons are
 not offered); the Event itself must be visible to them. CSV streams
-(`StreamingHttpResponse` over `events.services.exports.stream_csv`) whatever its size. An XLSX
+(`StreamingHttpResponse` over `events.read.exports.stream_csv`) whatever its size. An XLSX
 is built in memory: up to `exports.BACKGROUND_ROWS` registrations during the request, past that
 by the worker — the GET shows a page with one "Prepare" button (a POST queues the build), then
 a progress page that reloads itself (no script) until it offers the download link. Only the
@@ -21,7 +21,7 @@ from django.urls import reverse
 
 from events.errors import DomainError
 from events.models import Event, ExportState
-from events.services import exports
+from events.read import exports
 
 PERMISSION = exports.PERMISSION
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"

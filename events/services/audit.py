@@ -7,8 +7,8 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
+from events.db import rows as sql_rows
 from events.models import ActorType, Event, EventAuditLog, Registration
-from events.services import rows as sql_rows
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,10 @@ from django.db import transaction
 from django.db.models import Count, F, Max, Q
 
 from events import secret_knobs
+from events.db import locks
 from events.errors import CapabilityRefused, SecretMissing
 from events.models import Registration, WaitlistEntry, WaitlistState
-from events.services import audit, locks
+from events.services import audit
 
 # Links of a registration (or its order); `offer`: a waiting-list offer (issue 18).
 REGISTRATION_PURPOSES = ("tickets", "order", "ics")

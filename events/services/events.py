@@ -20,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from events import hooks
+from events.db import locks
 from events.errors import RegistrationsClosed, ValidationFailed
 from events.models import (
     CANCEL_DEADLINE_MAX,
@@ -34,7 +35,7 @@ from events.models import (
     Stage,
     Ticket,
 )
-from events.services import audit, locks, scheduler, seats, waitlist
+from events.services import audit, scheduler, seats, waitlist
 from events.services.scheduler import dates
 
 EDITABLE = {

@@ -32,7 +32,9 @@ from typing import Any, TypeVar
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
-from events import ratelimit, selectors
+from events import inputs, ratelimit, rules
+from events.db import pipeline
+from events.db.dberrors import violated_constraint
 from events.errors import DomainError, NotFound, RegistrationsClosed, ValidationFailed
 from events.models import (
     ActorType,
@@ -46,9 +48,8 @@ from events.models import (
     Stage,
     Ticket,
 )
-from events.services import audit, inputs, links, pipeline, registrations
+from events.services import audit, links, registrations
 from events.services.contacts import is_valid_email
-from events.services.dberrors import violated_constraint
 
 MAX_PER_ORDER = 30
 MAX_KEY_LENGTH = 255
@@ -80,14 +81,14 @@ def closed_reason(*, event: Event, now: datetime) -> str | None:
     """Why registrations are closed whatever the ticket (cancelled, over, ended), or None.
 
     `event.stage_pipe_end`, when the caller loaded it, spares reading the stage."""
-    return selectors.closed_reason(event, now=now)
+    return rules.closed_reason(event, now=now)
 
 
 def sale_state(*, ticket: Ticket, now: datetime) -> str:
     """`not_started`, `ended`, `priced` (sold by the host) or `open`, in the intake's order."""
-    if not selectors.is_launched(ticket, now=now):
+    if not rules.is_launched(ticket, now=now):
         return "not_started"
-    if selectors.is_expired(ticket, now=now):
+    if rules.is_expired(ticket, now=now):
         return "ended"
     if ticket.price > 0:
         return "priced"
@@ -342,7 +343,7 @@ def _instances(model: type[M], text: str | None) -> list[M]:
 
 def _read(event_id: int) -> tuple[Event, _Loaded] | None:
     """The event (any state; `stage_pipe_end`, `stage_is_cancelled` set: the stage's flags
-    `selectors.closed_reason` reads) and what its checks read, or None. The
+    `rules.closed_reason` reads) and what its checks read, or None. The
     request's first statement: it tests the kept connection itself (`pipeline.first_read`)."""
     row = pipeline.first_read(lambda: _intake_row(event_id))
     if row is None:

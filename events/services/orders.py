@@ -23,6 +23,8 @@ from typing import Any
 
 from django.db import transaction
 
+from events.db import locks
+from events.db import rows as sql_rows
 from events.models import (
     CancelSource,
     ContactSource,
@@ -33,8 +35,7 @@ from events.models import (
     Slot,
     Ticket,
 )
-from events.services import audit, locks, registrations
-from events.services import rows as sql_rows
+from events.services import audit, registrations
 
 
 @dataclass(frozen=True)

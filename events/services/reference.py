@@ -19,9 +19,10 @@ from typing import Any, TypeVar
 
 from django.db import models, transaction
 
+from events.db import locks
 from events.errors import ValidationFailed
 from events.models import Event, Stage, Tag, TagCategory
-from events.services import audit, locks
+from events.services import audit
 
 M = TypeVar("M", bound=models.Model)
 

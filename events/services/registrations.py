@@ -40,7 +40,10 @@ from typing import Any
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
-from events import hooks
+from events import hooks, inputs
+from events.db import locks, pipeline
+from events.db import rows as sql_rows
+from events.db.dberrors import guard_refusal, violated_constraint
 from events.errors import (
     ArchiveRefused,
     DomainError,
@@ -64,10 +67,8 @@ from events.models import (
     Slot,
     Ticket,
 )
-from events.services import audit, inputs, locks, pipeline, scheduler, seats, waitlist
-from events.services import rows as sql_rows
+from events.services import audit, scheduler, seats, waitlist
 from events.services.contacts import is_valid_email, normalise_phone
-from events.services.dberrors import guard_refusal, violated_constraint
 
 S = RegistrationState
 # A Choices class's `.values` builds a new list on every access; the checks below run per call.

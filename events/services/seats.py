@@ -24,6 +24,9 @@ from typing import Any
 from django.db import DatabaseError
 from django.db.models import Count, Q
 
+from events.db import rows
+from events.db.dberrors import guard_refusal
+from events.db.rows import Rider
 from events.errors import SeatsUnavailable
 from events.models import (
     Event,
@@ -35,9 +38,6 @@ from events.models import (
     WaitlistEntry,
     WaitlistState,
 )
-from events.services import rows
-from events.services.dberrors import guard_refusal
-from events.services.rows import Rider  # `_Applied.rows` (a field) hides the module there
 
 HOLDING = (RegistrationState.OPEN, RegistrationState.DONE)
 

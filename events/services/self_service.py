@@ -21,8 +21,9 @@ from django.db import transaction
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from events import ports, selectors
+from events import inputs, ports, rules
 from events.adapters import format_begin, html_to_text
+from events.db import locks
 from events.errors import (
     CancellationRefused,
     CapabilityRefused,
@@ -38,7 +39,7 @@ from events.models import (
     RegistrationState,
     SaleStatus,
 )
-from events.services import capability, inputs, links, locks, registrations
+from events.services import capability, links, registrations
 from events.services.audit import Actor
 from events.services.contacts import is_valid_email
 
@@ -90,7 +91,7 @@ def refusal(registration: Registration, *, now: datetime) -> DomainError | None:
         return InvalidTransition(
             "An attended registration cannot be cancelled.", state=state, to="cancel"
         )
-    if selectors.is_cancelled(registration.event):
+    if rules.is_cancelled(registration.event):
         return CancellationRefused(
             "The event is cancelled: there is nothing left to cancel.",
             code=Code.EVENT_CANCELLED,

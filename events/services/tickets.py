@@ -17,9 +17,10 @@ from typing import Any
 
 from django.db import transaction
 
+from events.db import locks
 from events.errors import ValidationFailed
 from events.models import Event, EventType, Ticket
-from events.services import audit, locks, seats, waitlist
+from events.services import audit, seats, waitlist
 from events.services.event_types import lock_event_type
 from events.services.reference import apply_fields, check_fields, jsonable
 

@@ -29,8 +29,9 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
-from events import ports, selectors
+from events import inputs, ports, rules
 from events.adapters import format_begin, html_to_text
+from events.db import locks
 from events.errors import (
     CapabilityRefused,
     InvalidTransition,
@@ -49,7 +50,7 @@ from events.models import (
     WaitlistEntry,
     WaitlistState,
 )
-from events.services import audit, capability, inputs, intake, links, locks, nudge, registrations
+from events.services import audit, capability, intake, links, nudge, registrations
 from events.services import seats as seat_engine
 from events.services.audit import Actor
 from events.services.contacts import is_valid_email
@@ -200,7 +201,7 @@ def join(
         locked = locks.lock_event(event.pk)
         if not (locked.is_published and locked.active):
             raise NotFound("No such event.")
-        reason = selectors.closed_reason(locked, now=now)
+        reason = rules.closed_reason(locked, now=now)
         if reason is not None:
             raise RegistrationsClosed(f"Registrations are closed ({reason}).", reason=reason)
         fresh: Any = None
@@ -250,7 +251,7 @@ def join(
 
 
 def _may_offer(event: Event, now: datetime) -> bool:
-    return event.is_published and event.active and selectors.closed_reason(event, now=now) is None
+    return event.is_published and event.active and rules.closed_reason(event, now=now) is None
 
 
 def _open_pairs(event: Event, tickets: dict[int, Ticket], now: datetime) -> dict[tuple, Any]:
@@ -448,7 +449,7 @@ def accept(*, token: str, now: datetime | None = None) -> Accepted:
         def recheck(locked: Event, ticket: Ticket | None) -> None:
             # On the inputs register() confirms under the Event lock (this block holds it
             # already): what may have changed since the offer.
-            reason = selectors.closed_reason(locked, now=now)
+            reason = rules.closed_reason(locked, now=now)
             if reason is not None:
                 raise RegistrationsClosed(f"Registrations are closed ({reason}).", reason=reason)
             if ticket is not None and ticket.price > 0:
@@ -608,7 +609,7 @@ def offer_now(*, entry: WaitlistEntry, actor: Any, now: datetime | None = None) 
                 state=locked.state,
                 to=W.OFFERED,
             )
-        reason = selectors.closed_reason(event, now=now)
+        reason = rules.closed_reason(event, now=now)
         if reason is not None:
             raise RegistrationsClosed(f"Registrations are closed ({reason}).", reason=reason)
         if locked.ticket is not None:

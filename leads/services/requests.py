@@ -24,9 +24,10 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 
 from events import hooks
+from events.db import pipeline, rows
 from events.errors import ValidationFailed
 from events.models import Event, Registration
-from events.services import audit, nudge, pipeline, rows
+from events.services import audit, nudge
 from leads.models import LeadProvenance, LeadRequest, LeadRule
 
 NUDGE_KEY = "leads:nudge:lead-pass"
@@ -108,7 +109,7 @@ def registrations_changed(registrations: Iterable[Registration], actor: Any = No
     state changed), inside the caller's transaction; the pass is nudged after commit when a
     request was written.
 
-    In pipeline mode (events.services.pipeline) the statements are only queued here, on
+    In pipeline mode (events.db.pipeline) the statements are only queued here, on
     server-binding cursors (prepared after their first uses), and their answers are read after
     commit. A booking runs `ride` instead."""
     lowest = _lowest_per_event(registrations)

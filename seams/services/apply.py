@@ -22,8 +22,9 @@ from typing import Any
 from django.db import transaction
 
 from events import hooks
+from events.db import rows
 from events.models import Ticket
-from events.services import orders, registrations, rows
+from events.services import orders, registrations
 from seams import selectors
 from seams.errors import UnknownReference
 from seams.messages import LineData, Message, OrderData

@@ -21,9 +21,11 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from events import inputs
+from events.db import pipeline, rows
 from events.errors import Code, DomainError
 from events.models import ActorType
-from events.services import audit, inputs, pipeline, registrations, rows
+from events.services import audit, registrations
 from seams.errors import MalformedMessage
 from seams.messages import Message, parse
 from seams.models import InboxStatus, SeamInbox

@@ -107,7 +107,7 @@ def test_the_dashboard_reads_without_javascript(demo, live_server, browser):  # 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_large_xlsx_is_prepared_in_the_background(demo, live_server, browser, monkeypatch):  # noqa: F811
-    from events.services import exports
+    from events.read import exports
 
     monkeypatch.setattr(exports, "BACKGROUND_ROWS", 10)  # the demo event is "large" here
     monkeypatch.setattr(exports, "CHUNK", 5)

@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from desk.services import confirm_attendance, register_attendee
+from events import rules as core_rules
 from events.errors import NotFound, ValidationFailed
 from events.models import EventAuditLog, Registration, SeatLedger
 from events.services import seats
@@ -133,13 +134,12 @@ HAS_TO_PAY = {
 
 @pytest.mark.parametrize(("sale_status", "is_paid"), sorted(HAS_TO_PAY))
 def test_has_to_pay_follows_the_sale_status_and_the_payment(sale_status, is_paid):
-    from events import selectors as core_selectors
 
     reg = factories.RegistrationFactory(
         event=ongoing_event(), sale_status=sale_status, is_paid=is_paid
     )
     expected = HAS_TO_PAY[(sale_status, is_paid)]
-    assert core_selectors.has_to_pay(reg) is expected
+    assert core_rules.has_to_pay(reg) is expected
     for answer in (
         register_attendee(barcode=reg.barcode, event_id=reg.event_id, actor=DESK),  # admitted
         register_attendee(barcode=reg.barcode, event_id=reg.event_id, actor=DESK),  # again

@@ -12,8 +12,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from events import selectors
 from events.models import EventAuditLog
+from events.read import selectors
 from seams.models import InboxStatus, SeamInbox
 from tests.events import factories
 from tests.seams.factories import SeamInboxFactory

@@ -13,8 +13,9 @@ import pytest
 from django.db import connection, transaction
 from psycopg import pq
 
+from events.db import locks, pipeline, rows
 from events.models import Event, Registration, SeatLedger
-from events.services import locks, pipeline, registrations, rows
+from events.services import registrations
 from leads.models import LeadRequest
 from tests.events import factories
 from tests.helpers import database_url

@@ -1,4 +1,4 @@
-"""One decision of "closed" (events.selectors.closed_reason / closed_events): a cancelled stage
+"""One decision of "closed" (events.rules.closed_reason / closed_events): a cancelled stage
 is known by its flag (`Stage.is_cancelled`, on the "Cancelled" stage of the migrations), never
 by its name; a cancelled stage is an ending one; every caller answers by the same selector."""
 
@@ -13,7 +13,7 @@ from django.contrib.auth.models import Group
 from django.core.cache import cache
 from django.utils import timezone
 
-from events import selectors
+from events import rules
 from events.errors import ValidationFailed
 from events.models import Event, EventAuditLog, KanbanState, Registration, Stage
 from events.services import events as event_services
@@ -46,21 +46,21 @@ def test_the_migrations_flag_the_cancelled_stage_and_only_it():
 
 def test_closed_reason_reads_the_stage_s_flag_not_its_name(now):
     event = factories.EventFactory(date_begin=now, date_end=now + timedelta(hours=4))
-    assert selectors.closed_reason(event, now=now) is None
+    assert rules.closed_reason(event, now=now) is None
 
     event.stage = renamed_cancelled_stage()
-    assert selectors.closed_reason(event, now=now) == "cancelled"
-    assert selectors.is_closed(event, now=now)
+    assert rules.closed_reason(event, now=now) == "cancelled"
+    assert rules.is_closed(event, now=now)
 
     # a stage that is merely called "Cancelled" closes nothing
     event.stage = factories.StageFactory(name="Cancelled")
-    assert selectors.closed_reason(event, now=now) is None
+    assert rules.closed_reason(event, now=now) is None
 
     flagged = factories.StageFactory(name="Postponed for good", pipe_end=True, is_cancelled=True)
     event.stage = flagged
-    assert selectors.closed_reason(event, now=now) == "cancelled"
+    assert rules.closed_reason(event, now=now) == "cancelled"
     event.stage = factories.stage("Ended")
-    assert selectors.closed_reason(event, now=now) == "over"
+    assert rules.closed_reason(event, now=now) == "over"
 
 
 def test_the_queryset_filter_agrees_with_the_selector_on_every_combination(now):
@@ -83,10 +83,8 @@ def test_the_queryset_filter_agrees_with_the_selector_on_every_combination(now):
                 date_end=begin + timedelta(hours=8),
             )
         )
-    by_filter = set(
-        Event.objects.filter(selectors.closed_events(now=now)).values_list("pk", flat=True)
-    )
-    by_selector = {e.pk for e in events if selectors.is_closed(e, now=now)}
+    by_filter = set(Event.objects.filter(rules.closed_events(now=now)).values_list("pk", flat=True))
+    by_selector = {e.pk for e in events if rules.is_closed(e, now=now)}
     assert by_filter == by_selector
     assert 0 < len(by_selector) < len(events)
 

@@ -33,7 +33,7 @@ from events.models import (
     RegistrationState,
     SeatLedger,
 )
-from events.services import dashboard as figures
+from events.read import dashboard as figures
 from events.services import seats
 from leads.models import LeadProvenance
 from seams.models import InboxStatus, SeamInbox

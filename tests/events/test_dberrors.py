@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.db import DatabaseError, IntegrityError, connection, transaction
 
+from events.db.dberrors import guard_refusal, violated_constraint
 from events.models import IntakeIdempotency
-from events.services.dberrors import guard_refusal, violated_constraint
 from tests.events import factories
 
 pytestmark = pytest.mark.django_db

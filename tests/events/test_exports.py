@@ -1,4 +1,4 @@
-"""Attendee exports (events.services.exports, events.admin.exports): the CSV opens with the
+"""Attendee exports (events.read.exports, events.admin.exports): the CSV opens with the
 csv module, the XLSX with openpyxl, each row matches its registration with its answers, text
 that a spreadsheet would run as a formula is neutralised, and only staff holding the export
 permission (`events.export_registrations`) may export: at the admin, when a background export
@@ -28,7 +28,7 @@ from events.models import (
     RegistrationAnswer,
     RegistrationState,
 )
-from events.services import exports
+from events.read import exports
 from tests.events import factories
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""The /ics calendar cache (issue 17, B5; events.services.ics).
+"""The /ics calendar cache (issue 17, B5; events.read.ics).
 
 A repeated request is answered from the cache (this process's entries, else the shared Redis
 cache): one statement (the gates' read, which also carries everything the file shows) and no
@@ -23,14 +23,14 @@ from django.db import connection, connections
 from django.test import override_settings
 from django.urls import reverse
 
-from events import selectors
 from events.models import Event, Registration, Slot
-from events.services import capability, events, ics, registrations
+from events.read import ics, selectors
+from events.services import capability, events, registrations
 from tests.events import factories
 from tests.helpers import terminate_backend
 
 STAMP = re.compile(rb"\r\nDTSTAMP:\d{8}T\d{6}Z\r\n")
-ICS_LOGGER = "events.services.ics"
+ICS_LOGGER = "events.read.ics"
 
 
 @pytest.fixture(autouse=True)

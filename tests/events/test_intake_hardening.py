@@ -18,9 +18,10 @@ from django.core.cache import cache
 from django.urls import reverse
 from django.utils import timezone
 
+from events import inputs
 from events.errors import DomainError
 from events.models import Event, QuestionType, Registration, Stage, Ticket
-from events.services import events, inputs, intake, registrations
+from events.services import events, intake, registrations
 from tests.events import factories
 from tests.events.test_intake import written
 

@@ -9,8 +9,9 @@ from django.db import connection, transaction
 from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
 
+from events.db import locks
 from events.models import Event, EventAuditLog, Registration
-from events.services import audit, locks, registrations
+from events.services import audit, registrations
 from tests.events import factories
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""events.selectors.outbox_of_event: an event's outbox rows (mail and SMS), read through the
+"""events.read.selectors.outbox_of_event: an event's outbox rows (mail and SMS), read through the
 keys' indexes, never the whole outbox (the dashboard, its panels and the admin's event
 filter)."""
 
@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from events.models import MailOutbox
-from events.selectors import outbox_of_event
+from events.read.selectors import outbox_of_event
 from sms.models import SmsOutbox
 from tests.events import factories
 from tests.sms.factories import SmsOutboxFactory

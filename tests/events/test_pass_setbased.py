@@ -17,8 +17,8 @@ from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from events import outbox_sql
 from events.adapters import DatabaseTemplateRenderer
+from events.db import outbox_sql
 from events.models import MailOutbox, MailRegistration, Registration
 from events.services import scheduler
 from sms.models import SmsOutbox

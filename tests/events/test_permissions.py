@@ -159,7 +159,7 @@ def test_the_export_matrix_over_every_entry_point(client, monkeypatch, group, al
     XLSX), the progress and download pages, the changelist actions, and the service itself."""
     from events.errors import DomainError
     from events.models import AttendeeExport
-    from events.services import exports
+    from events.read import exports
 
     event = factories.EventFactory(name="Summit")
     factories.RegistrationFactory(event=event, name="Ada", email="ada@example.org")

@@ -1,4 +1,4 @@
-"""events.services.pipeline: a transaction the pipeline opened (BEGIN travelling with the first
+"""events.db.pipeline: a transaction the pipeline opened (BEGIN travelling with the first
 statements) and that goes on after the block behaves as any Django transaction; the first
 transaction of a request re-runs only when its first round trip met a dropped connection."""
 
@@ -9,8 +9,9 @@ import pytest
 from django.db import OperationalError, connection, transaction
 from psycopg import pq
 
+from events.db import locks, pipeline
 from events.models import Event, Registration
-from events.services import locks, pipeline, registrations
+from events.services import registrations
 from tests.events import factories
 from tests.helpers import database_url
 

@@ -10,6 +10,7 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 
 from events import hooks
+from events.db import locks
 from events.errors import DomainError
 from events.models import (
     ContactSource,
@@ -24,7 +25,7 @@ from events.models import (
     RegistrationAnswer,
     RegistrationState,
 )
-from events.services import locks, registrations, scheduler, seats
+from events.services import registrations, scheduler, seats
 from leads.models import LeadRequest
 from tests.events import factories
 from tests.helpers import database_url, snapshot

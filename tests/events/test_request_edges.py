@@ -1,4 +1,4 @@
-"""Requests at the edge of what the framework parses: JSON nesting (events.services.inputs),
+"""Requests at the edge of what the framework parses: JSON nesting (events.inputs),
 session cookies Django could not have issued (config.sessions), form bodies in another charset
 (config/urls.py's error pages). Each once answered 500 (tests/probes/test_route_fuzz.py)."""
 
@@ -11,7 +11,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.test import Client
 
-from events.services import inputs
+from events import inputs
 from tests.events import factories
 
 

@@ -7,8 +7,9 @@ from datetime import datetime
 import pytest
 from django.db import connection
 
+from events.db import rows
 from events.models import EventAuditLog, Registration
-from events.services import audit, rows
+from events.services import audit
 from tests.events.factories import EventFactory
 
 

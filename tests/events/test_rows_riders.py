@@ -1,4 +1,4 @@
-"""Riders (events.services.rows.Rider): another module's statements travelling inside one
+"""Riders (events.db.rows.Rider): another module's statements travelling inside one
 statement, whose answer carries the rows each rider's counted CTE returned."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from events.services import rows
+from events.db import rows
 
 
 @pytest.fixture

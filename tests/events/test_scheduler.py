@@ -16,6 +16,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from events.db import locks
 from events.models import (
     EventAuditLog,
     KanbanState,
@@ -29,7 +30,7 @@ from events.models import (
     TypeMail,
 )
 from events.services import events as event_services
-from events.services import locks, nudge, scheduler, seats
+from events.services import nudge, scheduler, seats
 from events.services import registrations as registration_services
 from events.services import templates as template_services
 from tests.events import factories

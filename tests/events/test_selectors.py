@@ -6,8 +6,9 @@ from datetime import timedelta
 
 import pytest
 
-from events import selectors
+from events import rules
 from events.models import Event, KanbanState, Stage
+from events.read import selectors
 from events.services import registrations
 from tests.events import factories
 
@@ -33,21 +34,21 @@ def test_ticket_sale_window_flags(db, now):
     for (start, end), expected in cases:
         ticket = factories.TicketFactory(start_sale_datetime=start, end_sale_datetime=end)
         got = (
-            selectors.is_launched(ticket, now=now),
-            selectors.is_expired(ticket, now=now),
-            selectors.sale_available(ticket, now=now),
+            rules.is_launched(ticket, now=now),
+            rules.is_expired(ticket, now=now),
+            rules.sale_available(ticket, now=now),
         )
         assert got == expected, (start, end)
 
 
 def test_closed_reason_in_its_order(event, now):
-    assert selectors.closed_reason(event, now=now) is None
-    assert selectors.closed_reason(event, now=event.date_end) == "ended"
+    assert rules.closed_reason(event, now=now) is None
+    assert rules.closed_reason(event, now=event.date_end) == "ended"
     event.stage = Stage.objects.get(name="Ended")
-    assert selectors.closed_reason(event, now=now) == "over"
+    assert rules.closed_reason(event, now=now) == "over"
     event.kanban_state = KanbanState.CANCEL
-    assert selectors.closed_reason(event, now=now) == "cancelled"
-    assert selectors.is_cancelled(event)
+    assert rules.closed_reason(event, now=now) == "cancelled"
+    assert rules.is_cancelled(event)
 
 
 def test_sold_out_counts_every_limit_through_the_seat_module(event, actor):

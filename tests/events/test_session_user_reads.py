@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from config import auth
 from config.sessions import SessionStore
-from events.services import pipeline
+from events.db import pipeline
 
 pytestmark = pytest.mark.django_db
 

@@ -34,16 +34,8 @@ from events.models import (
     WaitlistEntry,
     WaitlistState,
 )
-from events.services import (
-    capability,
-    dashboard,
-    intake,
-    nudge,
-    registrations,
-    seats,
-    tickets,
-    waitlist,
-)
+from events.read import dashboard
+from events.services import capability, intake, nudge, registrations, seats, tickets, waitlist
 from events.services import events as event_services
 from tests.events import factories
 from tests.events.test_config import knob_values, manage  # noqa: F401 — a fixture, by name

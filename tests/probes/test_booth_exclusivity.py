@@ -19,8 +19,8 @@ from django.db import IntegrityError, connection, transaction
 
 from booths.models import BookingState, Booth, BoothBooking
 from booths.services import bookings, confirm_booking, confirm_order_booths, request_booking
+from events.db.dberrors import violated_constraint
 from events.errors import DomainError
-from events.services.dberrors import violated_constraint
 from tests.booths import factories
 from tests.booths.helpers import booths_snapshot
 

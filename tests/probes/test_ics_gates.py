@@ -271,7 +271,7 @@ def test_an_unexpected_500_on_a_token_route_logs_the_path_masked(
     from django.db import OperationalError
     from django.test import Client
 
-    from events import selectors
+    from events.read import selectors
 
     def database_down(**kwargs):
         raise OperationalError("server closed the connection unexpectedly")

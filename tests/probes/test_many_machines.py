@@ -54,6 +54,7 @@ from django.utils import timezone
 from django.utils.crypto import get_random_string
 
 from booths.models import BookingState, BoothBooking
+from events.db import locks
 from events.models import (
     EventAuditLog,
     IntakeIdempotency,
@@ -64,7 +65,7 @@ from events.models import (
     Registration,
     RegistrationState,
 )
-from events.services import audit, locks, nudge, registrations, scheduler, seats
+from events.services import audit, nudge, registrations, scheduler, seats
 from leads import services as lead_services
 from leads.adapters import LocalLeadSink
 from leads.models import Lead, LeadProvenance, LeadProvenanceRegistration, LeadRequest

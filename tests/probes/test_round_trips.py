@@ -30,6 +30,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from psycopg import pq
 
+from events.db import pipeline
 from events.errors import SeatsUnavailable
 from events.models import (
     Event,
@@ -40,7 +41,7 @@ from events.models import (
     QuestionType,
     Registration,
 )
-from events.services import nudge, pipeline, registrations, seats, waitlist
+from events.services import nudge, registrations, seats, waitlist
 from leads.models import LeadRequest
 from tests.events import factories
 

@@ -69,9 +69,9 @@ from django.utils import timezone
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from events import ratelimit
+from events import inputs, ratelimit
 from events.models import WaitlistEntry
-from events.services import capability, inputs, registrations, waitlist
+from events.services import capability, registrations, waitlist
 from tests.events import factories
 from tests.seams.host import new_secret, signed_headers
 

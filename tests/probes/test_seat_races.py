@@ -18,9 +18,10 @@ from collections.abc import Callable
 import pytest
 from django.db import connection, transaction
 
+from events.db import locks
 from events.errors import DomainError
 from events.models import Event, Registration, RegistrationState
-from events.services import locks, registrations, seats
+from events.services import registrations, seats
 from tests.events import factories
 
 THREADS = 50

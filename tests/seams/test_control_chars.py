@@ -1,4 +1,4 @@
-"""The sale seam refuses control characters as the core's intake does (events.services.inputs):
+"""The sale seam refuses control characters as the core's intake does (events.inputs):
 none in a one-line field (names, emails, phones, companies, refs, campaign tags), only tab and
 line breaks in other text (an answer). A refusal is 400 `malformed_message` naming the path, and
 nothing is stored; what the seam mints always exports."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from events.models import QuestionType, Registration
-from events.services import exports
+from events.read import exports
 from seams.models import SeamInbox
 from tests.events import factories as ev
 from tests.seams.host import order_message, ticket_line

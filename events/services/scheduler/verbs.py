@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from events import ports
+from events.db import locks
 from events.errors import ValidationFailed
 from events.models import (
     Event,
@@ -31,7 +32,7 @@ from events.models import (
     Registration,
     TypeMail,
 )
-from events.services import audit, locks, nudge
+from events.services import audit, nudge
 from events.services.scheduler import dates
 
 

@@ -48,7 +48,7 @@ from typing import Any, TypeVar
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.utils import timezone
 
-from events.services import pipeline
+from events.db import pipeline
 
 M = TypeVar("M", bound=models.Model)
 Statement = tuple[str, list[Any]]

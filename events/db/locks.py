@@ -16,6 +16,8 @@ from functools import cache
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection
 from django.db.transaction import TransactionManagementError
 
+from events.db import rows
+from events.db.dberrors import guard_refusal
 from events.models import (
     Event,
     IntervalType,
@@ -26,8 +28,6 @@ from events.models import (
     WaitlistEntry,
     WaitlistState,
 )
-from events.services import rows
-from events.services.dberrors import guard_refusal
 
 
 def lock_events(event_ids: Iterable[int]) -> dict[int, Event]:

@@ -17,7 +17,6 @@ from datetime import date, datetime
 from django.db.models import Count, Min, Q
 from django.db.models.functions import TruncDate
 
-from events import selectors
 from events.models import (
     Event,
     Mail,
@@ -31,6 +30,7 @@ from events.models import (
     WaitlistEntry,
     WaitlistState,
 )
+from events.read import selectors
 from events.services import seats
 
 

@@ -1,0 +1,1 @@
+"""Read models for people: shared queries, the staff dashboard, exports, calendar files."""
