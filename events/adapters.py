@@ -15,8 +15,6 @@ mail queue. Wired by `.env.example` so the product works alone.
 
 from __future__ import annotations
 
-import html
-import re
 import zoneinfo
 from collections.abc import Sequence
 from urllib.parse import urlsplit
@@ -24,7 +22,6 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.template import Context, Template
 from django.utils import dateformat, timezone
-from django.utils.html import strip_tags
 
 from events import template_plans
 from events.db import outbox_sql
@@ -40,28 +37,7 @@ from events.models import (
 )
 from events.ports import EventMailQueue, EventTemplateRenderer, OutgoingMail, RenderedMessage
 from events.services import links, nudge
-
-_BREAKS = re.compile(r"<br\s*/?>|</(p|div|li|h[1-6]|tr)>", re.IGNORECASE)
-LINK = re.compile(r'<a\s[^>]*href="([^"]*)"[^>]*>(.*?)</a>', re.IGNORECASE | re.DOTALL)
-
-
-def html_text_stages(markup: str) -> tuple[str, str, str]:
-    """html_to_text step by step: (links and breaks marked, tags stripped, the text). The
-    compiled plans (events.template_plans) check the middle stages."""
-
-    def link(match: re.Match) -> str:
-        url, label = match.group(1), strip_tags(match.group(2)).strip()
-        return url if not label or label == url else f"{label} ({url})"
-
-    marked = _BREAKS.sub(lambda m: m.group(0) + "\n", LINK.sub(link, markup))
-    stripped = strip_tags(marked)
-    lines = [line.strip() for line in html.unescape(stripped).splitlines()]
-    return marked, stripped, re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
-
-
-def html_to_text(markup: str) -> str:
-    """A readable plain-text part for an HTML mail (links kept as "text (url)")."""
-    return html_text_stages(markup)[2]
+from events.template_plans import html_to_text
 
 
 def format_begin(moment, tz_name: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.utils.formats import number_format
 
-from events import inputs
+from events import inputs, rules
 from events.errors import DomainError
 from events.models import Event, Question, QuestionType
 from events.read import selectors
@@ -141,7 +141,7 @@ def build(
     ticket_options = []
     for ticket in tickets:
         available = _best([summaries[(s, ticket.pk)]["available"] for s in slot_keys])
-        state = intake.sale_state(ticket=ticket, now=now)
+        state = rules.sale_state(ticket=ticket, now=now)
         note = {
             "not_started": "On sale soon",
             "ended": "Sales ended",

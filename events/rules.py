@@ -104,3 +104,14 @@ def sales_started(event: Event, *, now: datetime) -> bool:
     """The event has no tickets, or at least one ticket is sale_available."""
     tickets = list(event.tickets.all())
     return not tickets or any(sale_available(t, now=now) for t in tickets)
+
+
+def sale_state(*, ticket: Ticket, now: datetime) -> str:
+    """`not_started`, `ended`, `priced` (sold by the host) or `open`, in the intake's order."""
+    if not is_launched(ticket, now=now):
+        return "not_started"
+    if is_expired(ticket, now=now):
+        return "ended"
+    if ticket.price > 0:
+        return "priced"
+    return "open"

@@ -39,6 +39,29 @@ from events.models import NotificationType
 from events.ports import RenderedMessage
 
 OPEN, CLOSE = "\ue000", "\ue001"  # private-use characters: a marker is OPEN <index> CLOSE
+_BREAKS = re.compile(r"<br\s*/?>|</(p|div|li|h[1-6]|tr)>", re.IGNORECASE)
+LINK = re.compile(r'<a\s[^>]*href="([^"]*)"[^>]*>(.*?)</a>', re.IGNORECASE | re.DOTALL)
+
+
+def html_text_stages(markup: str) -> tuple[str, str, str]:
+    """html_to_text step by step: (links and breaks marked, tags stripped, the text). The
+    compiled plans below check the middle stages."""
+
+    def link(match: re.Match) -> str:
+        url, label = match.group(1), strip_tags(match.group(2)).strip()
+        return url if not label or label == url else f"{label} ({url})"
+
+    marked = _BREAKS.sub(lambda m: m.group(0) + "\n", LINK.sub(link, markup))
+    stripped = strip_tags(marked)
+    lines = [line.strip() for line in html.unescape(stripped).splitlines()]
+    return marked, stripped, re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def html_to_text(markup: str) -> str:
+    """A readable plain-text part for an HTML mail (links kept as "text (url)")."""
+    return html_text_stages(markup)[2]
+
+
 _MARK = re.compile(f"{OPEN}(\\d+){CLOSE}")
 _MENTIONS = re.compile(r"\b(?:registration|tickets_url|ics_url)\b")
 LINK_KEYS = ("tickets_url", "ics_url")
@@ -193,8 +216,6 @@ class _Link:
 def _text_plan(markup: str) -> tuple[str, tuple[_Link, ...]] | None:
     """The plain text of the marked HTML as a pattern, with the link choices it made; None when
     a value could change how the HTML is read."""
-    from events.adapters import LINK, html_text_stages
-
     if OPEN not in markup:
         return _format(html_text_stages(markup)[2]), ()
     if not _markers_safe(markup):

@@ -12,10 +12,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from events import inputs
+from events import inputs, rules
 from events.errors import DomainError
 from events.models import Event
-from events.services import intake
 
 # Refusals shown next to a field (the others above the form).
 FIELD_ERRORS = {
@@ -46,7 +45,7 @@ def build(
     if closed is not None:
         return None
     tickets = {t.pk: t for t in event.tickets.all()}
-    on_sale = {pk for pk, t in tickets.items() if intake.sale_state(ticket=t, now=now) == "open"}
+    on_sale = {pk for pk, t in tickets.items() if rules.sale_state(ticket=t, now=now) == "open"}
     pairs = [
         key
         for key, numbers in summaries.items()

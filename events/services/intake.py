@@ -84,17 +84,6 @@ def closed_reason(*, event: Event, now: datetime) -> str | None:
     return rules.closed_reason(event, now=now)
 
 
-def sale_state(*, ticket: Ticket, now: datetime) -> str:
-    """`not_started`, `ended`, `priced` (sold by the host) or `open`, in the intake's order."""
-    if not rules.is_launched(ticket, now=now):
-        return "not_started"
-    if rules.is_expired(ticket, now=now):
-        return "ended"
-    if ticket.price > 0:
-        return "priced"
-    return "open"
-
-
 def max_quantity(ticket: Ticket | None) -> int:
     return (ticket.limit_max_per_order if ticket is not None else 0) or MAX_PER_ORDER
 
@@ -428,7 +417,7 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def _check_sale(ticket: Ticket, now: datetime) -> None:
-    state = sale_state(ticket=ticket, now=now)
+    state = rules.sale_state(ticket=ticket, now=now)
     if state == "not_started":
         raise ValidationFailed(
             "Sales of this ticket have not started yet.",

@@ -50,7 +50,7 @@ from events.models import (
     WaitlistEntry,
     WaitlistState,
 )
-from events.services import audit, capability, intake, links, nudge, registrations
+from events.services import audit, capability, links, nudge, registrations
 from events.services import seats as seat_engine
 from events.services.audit import Actor
 from events.services.contacts import is_valid_email
@@ -155,9 +155,9 @@ def _check_person(name: Any, email: Any) -> tuple[str, str]:
 
 
 def _check_sale(ticket: Ticket, now: datetime) -> None:
-    """The intake's sale checks (`intake.sale_state`, same codes): a ticket not on sale here has
+    """The intake's sale checks (`rules.sale_state`, same codes): a ticket not on sale here has
     no waiting list."""
-    state = intake.sale_state(ticket=ticket, now=now)
+    state = rules.sale_state(ticket=ticket, now=now)
     if state == "not_started":
         raise ValidationFailed(
             "Sales of this ticket have not started yet.", code="sale_not_started", field="ticket"
@@ -263,7 +263,7 @@ def _open_pairs(event: Event, tickets: dict[int, Ticket], now: datetime) -> dict
         if available is not None and available <= 0:
             continue
         ticket = tickets.get(key[1]) if key[1] is not None else None
-        if ticket is not None and intake.sale_state(ticket=ticket, now=now) != "open":
+        if ticket is not None and rules.sale_state(ticket=ticket, now=now) != "open":
             continue
         found[key] = available
     return found
