@@ -541,7 +541,7 @@ class SeatLedger(models.Model):
         return f"ledger e{self.event_id} s{self.slot_id} t{self.ticket_id}"
 
 
-# --- the waiting list (issue 18; docs/spec.md "Waiting list") ---------------------------------
+# --- the waiting list (docs/spec.md "Waiting list") ------------------------------------------
 
 
 class WaitlistState(models.TextChoices):
