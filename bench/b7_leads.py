@@ -1,4 +1,4 @@
-"""B7 — the lead pass over a big event with the built-in local sink (issue 12).
+"""B7 — the lead pass over a big event with the built-in local sink.
 
 An event with N open registrations (bulk-created; orders of three, one text answer each) and 5
 lead rules on it: 3 per attendee (create; confirm with `state in [open, done]`; create with

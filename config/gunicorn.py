@@ -1,7 +1,7 @@
 """Gunicorn's settings for every deployment (Procfile and docker-compose pass `--config` this file;
 each passes its own --bind).
 
-Slow clients must not starve the server (issue 9): threaded workers (`gthread`) keep idle
+Slow clients must not starve the server: threaded workers (`gthread`) keep idle
 keep-alive connections in the worker's poller rather than in a thread, and 2 × 16 threads serve
 requests; a client that trickles its body blocks one thread at most `BODY_READ_TIMEOUT` seconds
 per silent read (the socket timeout set before the app reads the body). Gunicorn itself has no

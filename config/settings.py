@@ -151,7 +151,7 @@ if os.environ.get("TEST_DB_SUFFIX"):
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {"default": env.cache_url("CACHE_URL")}
-# Short timeouts and no client-side retries on every Redis client (issue 9): a down or hung Redis
+# Short timeouts and no client-side retries on every Redis client: a down or hung Redis
 # costs a request at most ~1 s (the limiter then answers 503, nudges are skipped and logged),
 # never a worker blocked for 30 s. redis-py's default retry would multiply the wait.
 REDIS_CONNECT_TIMEOUT = 0.5
@@ -207,7 +207,7 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
-# A hung or down broker must not hold a web worker (issue 9): short socket timeouts, one quick
+# A hung or down broker must not hold a web worker: short socket timeouts, one quick
 # publish retry, then the publisher's error (nudges log it; beat's next pass does the work).
 # The worker's BRPOP is driven by its event loop (reads only when the socket is readable), so
 # a 1 s read timeout does not disturb consuming.
@@ -244,7 +244,7 @@ EVENT_PUBLIC_URL = env.str("EVENT_PUBLIC_URL")
 
 
 def _offer_hours() -> int:
-    """EVENT_WAITLIST_OFFER_HOURS (issue 18): how long a waiting-list offer holds its seat.
+    """EVENT_WAITLIST_OFFER_HOURS: how long a waiting-list offer holds its seat.
     Added by the project, so it has a default (24); anything but a whole number of hours from
     1 to 8760 (a year) stops start-up."""
     raw = env.str("EVENT_WAITLIST_OFFER_HOURS", default="24").strip()

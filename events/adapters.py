@@ -120,7 +120,7 @@ class DatabaseTemplateRenderer(EventTemplateRenderer):
     ) -> RenderedMessage:
         channel, subject, body = self._load(template_ref)
         slot = slot if slot is not None else registration.slot
-        # A plain context (spec.md §12, issue 9): dicts of this registration's own fields, never
+        # A plain context (spec.md §12): dicts of this registration's own fields, never
         # model instances, so a template cannot walk the ORM to other attendees' data
         # ({{ event.registrations.all }} renders nothing).
         values = {

@@ -71,14 +71,14 @@ class Code(ErrorCode):
     PORT_NOT_WIRED = "port_not_wired", 503
     TEMPLATE_MISSING = "template_missing", 409
     INVALID_VALUE = "invalid_value", 400
-    # Self-service cancellation (docs/spec.md "Self-service cancellation (issue 18)"): why an
+    # Self-service cancellation (docs/spec.md "Self-service cancellation"): why an
     # attendee's own cancellation is refused (a bad or revoked link is `capability_refused`).
     ALREADY_CANCELLED = "already_cancelled", 409
     EVENT_CANCELLED = "event_cancelled", 409
     EVENT_STARTED = "event_started", 409
     REGISTRATION_SOLD = "registration_sold", 409
     CANCEL_DEADLINE_PASSED = "cancel_deadline_passed", 409
-    # Waiting list (docs/spec.md "Waiting list (issue 18)"): a join refused because a seat of
+    # Waiting list (docs/spec.md "Waiting list"): a join refused because a seat of
     # the pair can be had now (register instead).
     SEATS_AVAILABLE = "seats_available", 409
     # Transport-level answers of the JSON API (docs/spec.md register): not domain refusals, but

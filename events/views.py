@@ -126,7 +126,7 @@ def _event_page(request, event, *, now, posted=None, error=None, key=None) -> Ht
         error=error,
         idempotency_key=key or secrets.token_urlsafe(18),
     )
-    # Sold-out tickets / slots offer their waiting list (issue 18, events.views_waitlist).
+    # Sold-out tickets / slots offer their waiting list (its form posts to events.views_waitlist).
     waitlist = waitlist_form.build(event=event, now=now, summaries=summaries, closed=closed)
     return render(
         request, "events/event_detail.html", {"event": event, "form": form, "waitlist": waitlist}

@@ -1,4 +1,4 @@
-"""The waiting list's public views (issue 18; docs/spec.md "Waiting list (issue 18)").
+"""The waiting list's public views (docs/spec.md "Waiting list").
 
 - `POST /events/<id>/waitlist` (the event page's form, CSRF) and `POST /api/v1/events/<id>/
   waitlist` (JSON, like the intake API: `application/json`, the pinned error shape, 503 with

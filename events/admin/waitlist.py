@@ -1,4 +1,4 @@
-"""The waiting list per event (issue 18): read-only rows, two actions that call the waitlist
+"""The waiting list per event: read-only rows, two actions that call the waitlist
 verbs (`offer_now`, `remove`); nothing here writes a row itself.
 
 The list is part of the event: whoever may view events sees it (`events.view_event`), whoever

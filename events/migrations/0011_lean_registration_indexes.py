@@ -1,4 +1,4 @@
-"""Issue 17: only the registration indexes something reads (every booking writes each one): no
+"""Only the registration indexes something reads, because every booking writes each one: no
 LIKE index on the exactly-matched barcode, no index of its own on event (the (event, state, id)
 index leads with it), partial indexes for ticket, slot, partner and order refs (many rows have
 none); the audit verb index without its LIKE twin. Re-adding the foreign keys validates every

@@ -33,7 +33,7 @@ from events.errors import CapabilityRefused, SecretMissing
 from events.models import Registration, WaitlistEntry, WaitlistState
 from events.services import audit
 
-# Links of a registration (or its order); `offer`: a waiting-list offer (issue 18).
+# Links of a registration (or its order); `offer`: a waiting-list offer, signed for the entry.
 REGISTRATION_PURPOSES = ("tickets", "order", "ics")
 PURPOSES = (*REGISTRATION_PURPOSES, "offer")
 # The payload format; a future format gets a new number and verify keeps reading the old one.

@@ -1,5 +1,5 @@
 """Self-service cancellation: an attendee cancels a registration from their tickets link
-(docs/spec.md "Self-service cancellation (issue 18)").
+(docs/spec.md "Self-service cancellation").
 
 Invariants:
 - one owner of the attendee's cancel policy, `refusal()` (pure, no query): the tickets page

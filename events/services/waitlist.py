@@ -1,4 +1,4 @@
-"""The waiting list of an event (docs/spec.md "Waiting list (issue 18)").
+"""The waiting list of an event (docs/spec.md "Waiting list").
 
 Invariants:
 - every verb locks the Event row first (`locks.lock_event`, the lock every seat change takes),

@@ -88,7 +88,7 @@ class Command(BaseCommand):
             event_type = self._event_type()
             summit = Event.objects.filter(name=SUMMIT).first() or self._summit(event_type)
             workshops = Event.objects.filter(name=WORKSHOPS).first() or self._workshops()
-            # Issue 18: a sold-out evening with a waiting list (one offer open).
+            # A sold-out evening with a waiting list (one offer open), so the demo shows an offer.
             if not Event.objects.filter(name=SOLD_OUT).exists():
                 _sold_out_with_waiting_list()
             # Overlays add their own demo rows (idempotent each; seams: inbox messages).
