@@ -11,70 +11,34 @@ with it), per slot when the desk admits for one slot.
 from __future__ import annotations
 
 from datetime import datetime
-from functools import cache
-from typing import Any
 
 from events import rules as core_rules
-from events.db import rows
-from events.models import (
-    Event,
-    Question,
-    QuestionChoice,
-    Registration,
-    RegistrationAnswer,
-    Slot,
-    Stage,
-    Ticket,
-)
+from events.models import Event, Registration, RegistrationAnswer, Slot
 from events.services import seats
 
 UPCOMING_LIMIT = 50
 
 
-@cache
-def _lookup_sql() -> str:
-    registration, event, stage, ticket, slot = (
-        m._meta.db_table for m in (Registration, Event, Stage, Ticket, Slot)
+def _lookup(**where: object) -> Registration | None:
+    """One registration with its event, the event's stage, its ticket and slot: one query (the
+    ORM's joins; the ticket and the slot outer-joined, as either may be unset)."""
+    found = list(
+        Registration.objects.select_related("event__stage", "ticket", "slot")
+        .filter(**where)
+        .order_by()  # a unique key: at most one row, nothing to sort
     )
-    # S608: built from constants (table and column names from model meta); values are params.
-    return f"""
-        SELECT {rows.columns(Registration, "r")}, {rows.columns(Event, "e")},
-               {rows.columns(Stage, "s")}, {rows.columns(Ticket, "t")}, {rows.columns(Slot, "l")}
-          FROM {registration} r
-          JOIN {event} e ON e.id = r.event_id
-          JOIN {stage} s ON s.id = e.stage_id
-          LEFT JOIN {ticket} t ON t.id = r.ticket_id
-          LEFT JOIN {slot} l ON l.id = r.slot_id
-         WHERE {{where}}
-    """  # noqa: S608
-
-
-def _lookup(where: str, value: Any) -> Registration | None:
-    """One registration with its event, the event's stage, its ticket and slot: one fixed
-    statement, prepared by psycopg on a connection's second scan (no ORM compile, no planning
-    on the server)."""
-    found = rows.load_joined(
-        (Registration, Event, Stage, Ticket, Slot),
-        rows.fetch(_lookup_sql().format(where=where), [value]),
-    )
-    if not found:
-        return None
-    reg, event, stage, ticket, slot = found[0]
-    rows.attach(event, "stage", stage)
-    for name, related in (("event", event), ("ticket", ticket), ("slot", slot)):
-        rows.attach(reg, name, related)
-    return reg
+    return found[0] if found else None
 
 
 def scanned_registration(*, barcode: str) -> Registration | None:
     """The registration whose barcode is exactly `barcode` (the unique index: no case folding,
     no prefix), with its event and the event's stage, ticket and slot: one query."""
-    return _lookup("r.barcode = %s", barcode)
+    return _lookup(barcode=barcode)
 
 
 def desk_registration(*, registration_id: int) -> Registration | None:
     """One registration for the manual confirmation, joined like `scanned_registration`."""
-    return _lookup("r.id = %s", registration_id)
+    return _lookup(pk=registration_id)
 
 
 def is_not_ongoing(event: Event, *, now: datetime) -> bool:
@@ -95,26 +59,14 @@ def desk_slots(*, event: Event) -> list[Slot]:
     return list(Slot.objects.filter(event=event).order_by("start_datetime", "id"))
 
 
-@cache
-def _choice_answers_sql() -> str:
-    answer, question, choice = (
-        m._meta.db_table for m in (RegistrationAnswer, Question, QuestionChoice)
-    )
-    # S608: built from constants (table names from model meta); the value is a parameter.
-    return f"""
-        SELECT q.title, c.name
-          FROM {answer} a
-          JOIN {question} q ON q.id = a.question_id
-          JOIN {choice} c ON c.id = a.choice_id
-         WHERE a.registration_id = %s
-         ORDER BY q.sequence, a.question_id
-    """  # noqa: S608
-
-
 def choice_answers(*, registration_id: int) -> list[str]:
-    """The registration's choice answers as "Question: Choice", in question order (one fixed
-    statement, prepared like the lookup's)."""
-    found = rows.fetch(_choice_answers_sql(), [registration_id])
+    """The registration's choice answers as "Question: Choice", in question order (one query;
+    answers without a choice, free text, are not shown)."""
+    found = (
+        RegistrationAnswer.objects.filter(registration_id=registration_id, choice__isnull=False)
+        .order_by("question__sequence", "question_id")
+        .values_list("question__title", "choice__name")
+    )
     return [f"{title}: {choice}" for title, choice in found]
 
 
