@@ -68,7 +68,8 @@ MIDDLEWARE = [
 # A Redis fault never blocks staff: events.login_throttle fails open and logs it.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    # Django's ModelBackend; a failed password check ends the chain there (config/auth.py).
+    # Django's ModelBackend, its get_user statement written once; a failed password check ends
+    # the chain there (config/auth.py).
     "config.auth.ModelBackend",
     # Keeps sessions signed in by it valid; never checks a password (config/auth.py).
     "django.contrib.auth.backends.ModelBackend",

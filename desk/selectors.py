@@ -11,34 +11,81 @@ with it), per slot when the desk admits for one slot.
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cache
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS, connection
 
 from events import rules as core_rules
-from events.models import Event, Registration, RegistrationAnswer, Slot
+from events.models import Event, Registration, RegistrationAnswer, Slot, Stage, Ticket
 from events.services import seats
 
 UPCOMING_LIMIT = 50
 
+# The scan's reads are written by the ORM once per process and kept (`_written`), then run on
+# Django's cursor: compiling a query costs more CPU than PostgreSQL spends running it (measured:
+# the lookup's five-model join ~2 ms and the answers' ~1 ms of a scan's ~6 ms), and their text
+# never changes.
 
-def _lookup(**where: object) -> Registration | None:
-    """One registration with its event, the event's stage, its ticket and slot: one query (the
-    ORM's joins; the ticket and the slot outer-joined, as either may be unset)."""
-    found = list(
-        Registration.objects.select_related("event__stage", "ticket", "slot")
-        .filter(**where)
-        .order_by()  # a unique key: at most one row, nothing to sort
-    )
-    return found[0] if found else None
+# The lookup's models, each with its path from the registration, in select order.
+_JOINED: tuple[tuple[type[Any], str], ...] = (
+    (Registration, ""),
+    (Event, "event__"),
+    (Stage, "event__stage__"),
+    (Ticket, "ticket__"),
+    (Slot, "slot__"),
+)
+_NAMES = {model: tuple(f.attname for f in model._meta.concrete_fields) for model, _ in _JOINED}
+
+
+def _written(query) -> str:
+    """The SQL the ORM writes for `query`, whose one parameter is the value it filters on."""
+    sql, params = query.query.sql_with_params()
+    if len(params) != 1:
+        raise AssertionError(f"a desk read takes one parameter, not {params!r}")
+    return sql
+
+
+@cache
+def _lookup_sql(key: str) -> str:
+    """The registration with its event, the event's stage, its ticket and slot (outer-joined:
+    either may be unset), found by `key` (`barcode`, `pk`)."""
+    names = [path + name for model, path in _JOINED for name in _NAMES[model]]
+    probe = {"barcode": "", "pk": 0}[key]
+    return _written(Registration.objects.filter(**{key: probe}).order_by().values_list(*names))
+
+
+def _lookup(key: str, value: Any) -> Registration | None:
+    """One query: the row of `_lookup_sql`, as instances (`Model.from_db`), the event's stage,
+    the registration's event, ticket and slot set on them (no query when read)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_lookup_sql(key), [value])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    found = []
+    start = 0
+    for model, _ in _JOINED:
+        names = _NAMES[model]
+        values = row[start : start + len(names)]
+        start += len(names)
+        pk = values[names.index(model._meta.pk.attname)]
+        found.append(None if pk is None else model.from_db(DEFAULT_DB_ALIAS, names, values))
+    reg, event, stage, ticket, slot = found
+    event.stage = stage
+    reg.event, reg.ticket, reg.slot = event, ticket, slot
+    return reg
 
 
 def scanned_registration(*, barcode: str) -> Registration | None:
     """The registration whose barcode is exactly `barcode` (the unique index: no case folding,
     no prefix), with its event and the event's stage, ticket and slot: one query."""
-    return _lookup(barcode=barcode)
+    return _lookup("barcode", barcode)
 
 
 def desk_registration(*, registration_id: int) -> Registration | None:
     """One registration for the manual confirmation, joined like `scanned_registration`."""
-    return _lookup(pk=registration_id)
+    return _lookup("pk", registration_id)
 
 
 def is_not_ongoing(event: Event, *, now: datetime) -> bool:
@@ -59,14 +106,21 @@ def desk_slots(*, event: Event) -> list[Slot]:
     return list(Slot.objects.filter(event=event).order_by("start_datetime", "id"))
 
 
-def choice_answers(*, registration_id: int) -> list[str]:
-    """The registration's choice answers as "Question: Choice", in question order (one query;
-    answers without a choice, free text, are not shown)."""
-    found = (
-        RegistrationAnswer.objects.filter(registration_id=registration_id, choice__isnull=False)
+@cache
+def _choice_answers_sql() -> str:
+    return _written(
+        RegistrationAnswer.objects.filter(registration_id=0, choice__isnull=False)
         .order_by("question__sequence", "question_id")
         .values_list("question__title", "choice__name")
     )
+
+
+def choice_answers(*, registration_id: int) -> list[str]:
+    """The registration's choice answers as "Question: Choice", in question order (one query;
+    answers without a choice, free text, are not shown)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_choice_answers_sql(), [registration_id])
+        found = cursor.fetchall()
     return [f"{title}: {choice}" for title, choice in found]
 
 

@@ -1,6 +1,6 @@
-"""config.sessions and config.auth: Django's session store and model backend, with two changes of
-behaviour (a session key Django could not have made is no key; a failed login checks the password
-once); the session and the signed-in user are read by Django's own queries."""
+"""config.sessions and config.auth: Django's session store and model backend, their reads of the
+session and of the signed-in user written by the ORM once (Django's answers), a session key
+Django could not have made treated as no key, a failed login checking the password once."""
 
 from __future__ import annotations
 
