@@ -1,18 +1,18 @@
-"""Django's model authentication backend, reading the signed-in user in one prepared statement.
+"""Django's model authentication backend, its user read written by the ORM once, checking a
+password once per failed login.
 
-`get_user` runs on every request of a signed-in user (the desk's scans, the admin). Django's
-(`User._default_manager.get(pk=…)`) compiles the same ORM query each time, ~180 µs of client
-CPU; here it is a fixed statement on a server-binding cursor (events.db.rows.fetch,
-prepared on its second use on a connection), with Django's answer: the user when the row
-exists and may authenticate (`is_active`), else None. Everything else (the password check,
-permissions) is Django's ModelBackend. Register P9.
-
-A session remembers the backend that signed its user in, and Django drops a session whose
-backend is not listed. Django's ModelBackend therefore stays listed after this one, so that
-sessions it signed in stay valid (a rolling deploy moves staff between hosts of both
-releases). It is never asked to check a password: a failed check here ends the chain
-(PermissionDenied, which Django's `authenticate` reports as the failed login it is), instead
-of running the same check, a full password hash, a second time.
+- `get_user` runs on every request of a signed-in user (the desk's scans, the admin). Django's
+  (`User._default_manager.get(pk=…)`) compiles the same query each time, which costs more CPU
+  than PostgreSQL spends running it. Here the ORM writes that statement once per process; each
+  read runs it on Django's cursor, with Django's answer: the user when the row exists and may
+  authenticate (`is_active`), else None. Permissions are Django's ModelBackend's.
+- Django's `authenticate` asks every listed backend in turn; a backend that answers None lets
+  the next one try. Django's ModelBackend stays listed after this one (config/settings.py)
+  because a session remembers the backend that signed its user in and Django drops a session
+  whose backend is not listed: sessions Django's backend signed in stay valid (a rolling deploy
+  moves staff between hosts of both releases). It is never asked to check a password: a failed
+  check here ends the chain (PermissionDenied, which Django's `authenticate` reports as the
+  failed login it is) instead of running the same check, a full password hash, a second time.
 """
 
 from __future__ import annotations
@@ -21,25 +21,31 @@ from functools import cache
 
 from django.contrib.auth import backends, get_user_model
 from django.core.exceptions import PermissionDenied
-
-from events.db import rows
+from django.db import DEFAULT_DB_ALIAS, connection
 
 
 @cache
-def _read_sql() -> str:
+def _read() -> tuple[str, tuple[str, ...]]:
+    """Django's read of one user by primary key, as the ORM writes it, and its columns."""
     user_model = get_user_model()
-    return (
-        f"SELECT {rows.columns(user_model, 'u')} FROM {user_model._meta.db_table} u "  # noqa: S608
-        f"WHERE u.{user_model._meta.pk.column} = %s"
-    )  # S608: names from model meta; the value is a parameter
+    names = tuple(f.attname for f in user_model._meta.concrete_fields)
+    query = user_model._default_manager.filter(pk=0).order_by().values_list(*names)
+    sql, params = query.query.sql_with_params()
+    if list(params) != [0]:
+        raise AssertionError(f"the user read takes the id alone, not {params!r}")
+    return sql, names
 
 
 class ModelBackend(backends.ModelBackend):
     def get_user(self, user_id):
-        found = rows.fetch(_read_sql(), [user_id])
-        if not found:
+        user_model = get_user_model()
+        sql, names = _read()
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [user_model._meta.pk.get_prep_value(user_id)])
+            row = cursor.fetchone()
+        if row is None:
             return None
-        ((user,),) = rows.load_joined((get_user_model(),), found)
+        user = user_model.from_db(DEFAULT_DB_ALIAS, names, row)
         return user if self.user_can_authenticate(user) else None
 
     def authenticate(self, request, username=None, password=None, **kwargs):

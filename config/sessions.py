@@ -1,42 +1,44 @@
-"""Django's database session store, reading a session in one prepared statement and refusing a
-session key Django could never have made.
+"""Django's database session store, its read written by the ORM once, refusing a session key
+Django could never have made.
 
-- The read. Django reads the session through the ORM (`Session.objects.get(session_key=…,
-  expire_date__gt=now)`): ~230 µs of query compilation on every request of a signed-in user
-  (the desk's scans, the admin), for a statement whose text never changes. It runs here as a
-  fixed statement on a server-binding cursor (events.db.rows.fetch: prepared on its
-  second use on a connection), through `pipeline.first_read`: a request's first statement also
-  stands in for Django's per-request connection health check (`SELECT 1`), as on /ics and the
-  intake (register P3, P9). Same answer as Django's: the row when its key matches and it has
-  not expired, else no session (the key is dropped, a new one is made on save).
+- The read runs on every request of a signed-in user (the desk's scans, the admin). Django's
+  store (`Session.objects.get(session_key=…, expire_date__gt=now)`) compiles the same query
+  each time, which costs more CPU than PostgreSQL spends running it. Here the ORM writes that
+  statement once per process; each read runs it on Django's cursor. Same answer as Django's:
+  the row when its key matches and it has not expired, else no session (the key is dropped, a
+  new one is made on save). The writes and expiry are Django's store's.
 - Keys. A cookie may carry an escaped NUL (`sessionid="abcdefgh\\000x"` is printable ASCII on
   the wire and a NUL once Django's cookie parser unquotes it). PostgreSQL refuses such text: the
   session read raised a DataError, a 500 on every page that reads the user (the desk, the
   admin). Django makes its keys from [a-z0-9] only (SessionBase._get_new_session_key), so a key
   holding any other character is treated as no key at all: a new, empty session, as for an
-  unknown key.
+  unknown key, and nothing is read.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from functools import cache
 
 from django.contrib.sessions.backends import db
 from django.contrib.sessions.backends.base import VALID_KEY_CHARS
 from django.contrib.sessions.models import Session
+from django.db import DEFAULT_DB_ALIAS, connection
 from django.utils import timezone
 
-from events.db import pipeline, rows
-
 _KEY_CHARS = frozenset(VALID_KEY_CHARS)
+_NAMES = tuple(f.attname for f in Session._meta.concrete_fields)
 
 
 @cache
 def _read_sql() -> str:
-    return (
-        f"SELECT {rows.columns(Session, 's')} FROM {Session._meta.db_table} s "  # noqa: S608
-        "WHERE s.session_key = %s AND s.expire_date > %s"
-    )  # S608: names from model meta; the values are parameters
+    """Django's read of a live session, as the ORM writes it; its parameters: the key, now."""
+    probe = ["", datetime(2000, 1, 1, tzinfo=UTC)]
+    query = Session.objects.filter(session_key=probe[0]).filter(expire_date__gt=probe[1])
+    sql, params = query.order_by().values_list(*_NAMES).query.sql_with_params()
+    if list(params) != probe:
+        raise AssertionError(f"the session read takes the key and now, not {params!r}")
+    return sql
 
 
 class SessionStore(db.SessionStore):
@@ -44,13 +46,12 @@ class SessionStore(db.SessionStore):
         return bool(super()._validate_session_key(key)) and _KEY_CHARS.issuperset(key)
 
     def _get_session_from_db(self):
-        key = self.session_key
-        found = []
-        if key is not None:
-            sql, now = _read_sql(), timezone.now()
-            found = pipeline.first_read(lambda: rows.fetch(sql, [key, now]))
-        if not found:
+        if self.session_key is None:  # no key, or one Django could not have made: no read
+            return None
+        with connection.cursor() as cursor:
+            cursor.execute(_read_sql(), [self.session_key, timezone.now()])
+            row = cursor.fetchone()
+        if row is None:
             self._session_key = None
             return None
-        ((session,),) = rows.load_joined((Session,), found)
-        return session
+        return Session.from_db(DEFAULT_DB_ALIAS, _NAMES, row)

@@ -68,7 +68,8 @@ MIDDLEWARE = [
 # A Redis fault never blocks staff: events.login_throttle fails open and logs it.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    # Django's ModelBackend, its get_user on one prepared statement (config/auth.py).
+    # Django's ModelBackend, its get_user statement written once; a failed password check ends
+    # the chain there (config/auth.py).
     "config.auth.ModelBackend",
     # Keeps sessions signed in by it valid; never checks a password (config/auth.py).
     "django.contrib.auth.backends.ModelBackend",
@@ -131,7 +132,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 DATABASES["default"]["CONN_MAX_AGE"] = 60
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # psycopg prepares a statement of a server-binding cursor from its third use on a connection.
-# Only the booking's hot statements use such cursors (events.db.pipeline.cursor);
+# Only the core's hot statements (the booking, the transitions' locks) use such cursors;
 # Django's own cursors bind on the client and never prepare. A pooler in front of PostgreSQL
 # must then keep prepared statements per client (PgBouncer >= 1.21 max_prepared_statements,
 # or session pooling): docs/runbook.md.

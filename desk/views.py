@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from functools import cache, wraps
+from functools import wraps
 from typing import Any
 
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group, Permission
 from django.contrib.auth.views import redirect_to_login
-from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import BadRequest, PermissionDenied, RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
@@ -37,7 +34,6 @@ from desk.errors import CsrfFailed, Forbidden, MethodNotAllowed
 from desk.services import confirm_attendance, register_attendee
 from events import inputs
 from events import rules as core_rules
-from events.db import rows
 from events.errors import Code, DomainError, NotFound, ValidationFailed, http_status
 from events.views_api import DATABASE_UNAVAILABLE, JSON_TYPE, database_unavailable, transport_error
 
@@ -47,40 +43,11 @@ PERMISSION = "events.checkin_registration"
 
 
 def can_use_desk(user) -> bool:
-    """An active staff user holding PERMISSION (a superuser holds every permission): what
-    `user.has_perm` answers with Django's model backend, asked in one query instead of loading
-    every permission of the user and its groups (two joins) on each scan."""
-    if not (user.is_active and user.is_staff):
-        return False
-    return user.is_superuser or has_checkin_permission(user.pk)
-
-
-@cache
-def _permission_sql() -> str:
-    user_model = get_user_model()
-    permission, content_type = Permission._meta.db_table, ContentType._meta.db_table
-    user_permission = user_model.user_permissions.through._meta.db_table
-    user_group = user_model.groups.through._meta.db_table
-    group_permission = Group.permissions.through._meta.db_table
-    # S608: built from constants (table names from model meta); values are params.
-    return f"""
-        SELECT EXISTS (
-            SELECT 1 FROM {permission} p JOIN {content_type} c ON c.id = p.content_type_id
-             WHERE c.app_label = %s AND p.codename = %s
-               AND (EXISTS (SELECT 1 FROM {user_permission} up
-                             WHERE up.user_id = %s AND up.permission_id = p.id)
-                    OR EXISTS (SELECT 1 FROM {user_group} ug
-                                 JOIN {group_permission} gp ON gp.group_id = ug.group_id
-                                WHERE ug.user_id = %s AND gp.permission_id = p.id)))
-    """  # noqa: S608
-
-
-def has_checkin_permission(user_id: int) -> bool:
-    """PERMISSION granted to the user directly or through one of its groups: one fixed
-    statement, prepared by psycopg on a connection's second request."""
-    app_label, codename = PERMISSION.split(".")
-    ((granted,),) = rows.fetch(_permission_sql(), [app_label, codename, user_id, user_id])
-    return bool(granted)
+    """An active staff user holding PERMISSION, as Django's `has_perm` answers it (a superuser
+    holds every permission). Django's model backend reads the permissions of the user and of
+    its groups (two queries) and keeps them on the user object; a request reads its user anew,
+    so each request of a desk user pays them once, whatever else asks."""
+    return bool(user.is_active and user.is_staff and user.has_perm(PERMISSION))
 
 
 def error_response(error: DomainError) -> JsonResponse:

@@ -17,22 +17,22 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from booths.errors import BoothUnavailable
 from booths.models import BookingState, Booth, BoothBooking, BoothState
 from booths.services.locks import lock_booth, lock_booths
-from events.db.dberrors import violated_constraint
 from events.errors import InvalidTransition, NotFound, ValidationFailed
 from events.models import EventAuditLog
 from events.services import audit
+from events.services.locking import constraint_refusal
 
 UNIQUE_CONFIRMED = "one_confirmed_booking_per_booth"
 RENTER_FIELDS = (
@@ -66,20 +66,17 @@ class OrderRelease:
     cancelled_bookings: list[int] = field(default_factory=list)
 
 
-@contextmanager
-def _unique_confirmed_is_unavailable(booth_ids: Collection[int]) -> Iterator[None]:
+def _unique_confirmed_is_unavailable(booth_ids: Collection[int]) -> AbstractContextManager[None]:
     """Wrap the transaction: a violation of the partial unique index (a writer bypassed the
     booth lock) is `booth_unavailable`, after the transaction rolled back."""
-    try:
-        yield
-    except IntegrityError as exc:
-        if violated_constraint(exc) == UNIQUE_CONFIRMED:
-            raise BoothUnavailable(
-                "The booth already has a confirmed booking.",
-                booths=sorted(booth_ids),
-                via="unique_index",
-            ) from exc
-        raise
+    return constraint_refusal(
+        UNIQUE_CONFIRMED,
+        lambda: BoothUnavailable(
+            "The booth already has a confirmed booking.",
+            booths=sorted(booth_ids),
+            via="unique_index",
+        ),
+    )
 
 
 def _contact(contact: Mapping[str, Any] | None) -> dict[str, str]:

@@ -14,7 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,6 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from events import inputs
-from events.db import pipeline, rows
 from events.errors import Code, DomainError
 from events.models import ActorType
 from events.services import audit, registrations
@@ -82,23 +81,15 @@ def receive(*, headers: Mapping[str, str], body: bytes) -> SeamResult:
 
 
 def record_and_apply(*, message_id: str, document: Any, message: Message) -> SeamResult:
-    """Record the message and apply it, one transaction. As a request's first transaction, its
-    first round trip (BEGIN with the inbox insert) stands in for the connection's health check
-    (pipeline.first_transaction): a connection dropped since the last request is replaced and
-    the message recorded on the new one, where a dead connection met later answers 503. A
+    """Record the message and apply it, one transaction. A connection dropped since the last
+    request (a failover, a restart) is Django's to replace: with CONN_HEALTH_CHECKS (on in
+    config/settings.py) the request's first atomic block tests the kept connection first. A
     registration barcode drawn twice (the booking inside runs without a savepoint of its own:
     `register(savepoint=False)`) rolls the whole transaction back; it is run again, with new
     barcodes, as `register` retries its own."""
     for attempt in range(registrations.BARCODE_ATTEMPTS):
         try:
-            return pipeline.first_transaction(
-                lambda first_round_answered: _record_and_apply(
-                    message_id=message_id,
-                    document=document,
-                    message=message,
-                    first_round_answered=first_round_answered,
-                )
-            )
+            return _record_and_apply(message_id=message_id, document=document, message=message)
         except IntegrityError as exc:
             if (
                 not registrations.is_barcode_collision(exc)
@@ -109,12 +100,9 @@ def record_and_apply(*, message_id: str, document: Any, message: Message) -> Sea
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _record_and_apply(
-    *, message_id: str, document: Any, message: Message, first_round_answered: Callable[[], None]
-) -> SeamResult:
+def _record_and_apply(*, message_id: str, document: Any, message: Message) -> SeamResult:
     with transaction.atomic():
         inbox_id = _insert(message_id=message_id, document=document, message=message)
-        first_round_answered()
         if inbox_id is None:
             return SeamResult(InboxStatus.DUPLICATE, 200, {"status": InboxStatus.DUPLICATE})
         return apply_recorded(inbox_id, message, seam_actor(message_id), recorded_as_applied=True)
@@ -146,8 +134,9 @@ def apply_recorded(
     return SeamResult(outcome.status, 200, {"status": outcome.status, **outcome.summary}, inbox_id)
 
 
-# A fixed statement, prepared by psycopg on a connection's second message (rows.fetch_many). Built
-# from constants: the table name from model meta; values are parameters.
+# One fixed statement: the ORM has no INSERT … ON CONFLICT DO NOTHING that answers whether it
+# inserted (bulk_create's ignore_conflicts returns no id). Built from constants: the table name
+# from model meta; values are parameters.
 _INBOX_INSERT = f"""
     INSERT INTO {SeamInbox._meta.db_table}
            (source, message_id, type, order_ref, body, received_at, status,
@@ -160,8 +149,8 @@ _INBOX_INSERT = f"""
 
 def _insert(*, message_id: str, document: Any, message: Message) -> int | None:
     """The inbox row (status `applied` until decided otherwise in this same transaction), or
-    None when this message id is already there. The transaction's first statement: BEGIN
-    travels with it (one round trip, rows.fetch_many)."""
+    None when this message id is already there: a copy inserting at the same instant waits on
+    the unique index for the first one's transaction, then inserts nothing."""
     params = [
         SOURCE,
         message_id,
@@ -170,8 +159,9 @@ def _insert(*, message_id: str, document: Any, message: Message) -> int | None:
         json.dumps(document),
         InboxStatus.APPLIED,
     ]
-    (found,) = rows.fetch_many([(_INBOX_INSERT, params)], own_transaction=True)
-    row = found[0] if found else None
+    with connection.cursor() as cursor:
+        cursor.execute(_INBOX_INSERT, params)
+        row = cursor.fetchone()
     return row[0] if row else None
 
 

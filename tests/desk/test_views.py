@@ -97,10 +97,14 @@ def test_staff_without_the_desk_permission_gets_403(client, group):
     "grant",
     ["nothing", "desk group", "other group", "direct", "other direct", "superuser", "inactive"],
 )
-def test_the_one_query_permission_check_answers_as_django_s_has_perm(grant):
-    """desk.views.can_use_desk asks one fixed statement; it must answer what
-    `is_active and is_staff and has_perm(PERMISSION)` answers through Django's model backend,
-    for every way a permission can be held or not."""
+def test_the_desk_permission_is_django_s_has_perm_read_once_per_user(
+    grant, django_assert_num_queries
+):
+    """desk.views.can_use_desk answers `is_active and is_staff and has_perm(PERMISSION)` through
+    Django's model backend, for every way a permission can be held or not. Django reads the
+    permissions of the user and of its groups (two queries) once per user object: a request
+    reads its user anew, so one request pays them once however often it asks; an inactive user
+    or a superuser costs none."""
     from django.contrib.auth.models import Permission
 
     from desk.views import PERMISSION, can_use_desk
@@ -118,9 +122,13 @@ def test_the_one_query_permission_check_answers_as_django_s_has_perm(grant):
     if grant == "other direct":
         user.user_permissions.add(Permission.objects.get(codename="view_registration"))
     fresh = type(user).objects.get(pk=user.pk)  # no permission cache from the set-up
-    expected = fresh.is_active and fresh.is_staff and fresh.has_perm(PERMISSION)
-    assert can_use_desk(type(user).objects.get(pk=user.pk)) == expected
-    assert expected == (grant in ("desk group", "direct", "superuser"))
+    asked = type(user).objects.get(pk=user.pk)
+    with django_assert_num_queries(0 if grant in ("superuser", "inactive") else 2):
+        answer = can_use_desk(asked)
+    with django_assert_num_queries(0):
+        assert can_use_desk(asked) == answer  # the same user object: Django's cache
+    assert answer == (fresh.is_active and fresh.is_staff and fresh.has_perm(PERMISSION))
+    assert answer == (grant in ("desk group", "direct", "superuser"))
 
 
 def test_a_non_staff_user_with_the_group_gets_403(client):

@@ -385,17 +385,18 @@ def test_the_write_statement_of_an_intake_shaped_booking_is_converted_once(monke
 
 # --- a sale-seam message ------------------------------------------------------------------------
 
-# BEGIN + inbox insert; SAVEPOINT (parking's); order lock + tickets; live counts + once-per-order
-# questions; the booking's lock + reads; its writes; the order's version; RELEASE; COMMIT.
-SEAM_MESSAGE_ROUND_TRIPS = 9
+# Django's health check (SELECT 1); BEGIN; the inbox insert; SAVEPOINT (parking's); order lock +
+# tickets; live counts + once-per-order questions; the booking's lock + reads; its writes; the
+# order's version; RELEASE; COMMIT.
+SEAM_MESSAGE_ROUND_TRIPS = 11
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_seam_order_message_is_nine_round_trips_with_no_health_check(wire):
+def test_a_seam_order_message_is_eleven_round_trips_with_django_s_health_check(wire):
     """An order.confirmed message minting two registrations, as the request's first
-    transaction on a kept connection: its first round trip stands in for the health check's
-    SELECT 1 (pipeline.first_transaction), reads travel together, the booking adds no
-    savepoint of its own."""
+    transaction on a kept connection: Django tests the connection first (CONN_HEALTH_CHECKS)
+    and psycopg sends BEGIN on its own; then the reads travel together, and the booking adds
+    no savepoint of its own."""
     from seams.messages import parse
     from seams.models import SeamInbox
     from seams.services.receive import record_and_apply

@@ -199,3 +199,27 @@ def test_postponing_an_event_rearms_sent_sms_reminders_exactly_like_mail_ones(ga
     assert per_reg == mail_per_reg == {regs[0].pk: 2, regs[1].pk: 2}
     # A new date is a new message: a new reference the gateway will not take for a duplicate.
     assert SmsOutbox.objects.values("reference").distinct().count() == 4
+
+
+def test_a_queued_row_holds_every_column_as_the_orm_would_write_it(gateway):
+    """The adapter's one-statement INSERT gives each column the rows do not carry its value:
+    due now, made now, the field's default for the rest."""
+    from django.utils import timezone
+
+    from events.ports import OutgoingSms
+    from sms.adapters import GatewaySmsQueue
+
+    before = timezone.now()
+    GatewaySmsQueue().enqueue_many(
+        messages=[OutgoingSms(idempotency_key="s2-r2-200", recipient="+32470123456", body="Yo")]
+    )
+    row = SmsOutbox.objects.get()
+    made = SmsOutbox(reference="x", to="+32470123456", body="Yo", next_attempt_at=before)
+    assert (row.state, row.attempts, row.last_error, row.sent_at) == (
+        made.state,
+        made.attempts,
+        made.last_error,
+        made.sent_at,
+    )
+    assert (row.scheduler_id, row.registration_id) == (None, None)
+    assert before <= row.next_attempt_at == row.created_at <= timezone.now()
