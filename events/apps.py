@@ -7,6 +7,3 @@ class EventsConfig(AppConfig):
 
     def ready(self) -> None:
         from events import checks  # noqa: F401  (registers the system checks)
-        from events.db import pipeline
-
-        pipeline.cache_statement_conversions()

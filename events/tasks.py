@@ -6,7 +6,7 @@ Services nudge these by their registered names (`events.services.nudge`), never 
 from celery import shared_task
 
 from events.read import exports
-from events.services import delivery, nudge, scheduler, waitlist
+from events.services import delivery, nudge, scheduler, waitlist, waitlist_nudge
 from events.services import events as event_services
 
 
@@ -36,10 +36,10 @@ def build_exports_task() -> dict:
     return exports.build_exports().as_dict()
 
 
-@shared_task(name=waitlist.OFFER_TASK)
+@shared_task(name=waitlist_nudge.OFFER_TASK)
 def waitlist_offer_task(event_id: int) -> int:
     """Offer an event's freed seats to its waiting list (nudged, per event, after commit)."""
-    nudge.started(key=f"{waitlist.OFFER_KEY}:{event_id}")
+    nudge.started(key=f"{waitlist_nudge.OFFER_KEY}:{event_id}")
     return len(waitlist.offer_freed_seats(event=event_id))
 
 

@@ -114,3 +114,21 @@ def test_the_runbook_lists_every_task_beat_publishes_and_no_other():
     paragraph = text.split("Beat only publishes the periodic tasks:", 1)[1].split("\n\n", 1)[0]
     listed = set(re.findall(r"`(\w+\.\w+)`", paragraph))
     assert listed == scheduled
+
+
+ISSUE_NUMBER = re.compile(r"\bissues? ?#?\d+", re.IGNORECASE)
+SOURCE_SUFFIXES = {".py", ".md", ".html", ".txt", ".sh", ".toml", ".yml", ".sql", ".js", ".css"}
+
+
+def test_no_doc_or_comment_cites_an_issue_number():
+    """History belongs to git: the docs say what is true now and comments say why, so neither
+    names the issue a change came from."""
+    cited = [
+        f"{path.relative_to(ROOT)}:{number}: {match.group(0)}"
+        for path in _files()
+        if path.suffix in SOURCE_SUFFIXES and path.name != "test_docs.py"
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        for match in [ISSUE_NUMBER.search(line)]
+        if match
+    ]
+    assert cited == []

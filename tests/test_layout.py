@@ -15,6 +15,15 @@ given to `import_module`/`import_string`/`__import__`/`send_task`/`signature`, C
 string in settings modules except INSTALLED_APPS (the one list where the project root names
 every app).
 
+Within the core app, the layers of docs/architecture.md (`CORE_LAYERS`): foundation, `events/db`
+(the database machinery), `events/services` (the verbs), `events/read` (read models), the entry
+points (views, forms, admin, tasks, commands). A module imports its own layer and those below; an
+entry point never imports `events/db`, and neither does an overlay or config. An overlay has
+the same shape: its verbs (`services/`) and reads (`selectors.py`) never import its entry points
+(views, admin, urls, tasks, commands, dashboard panels). And no two modules
+of the product import each other, directly or around a loop (`module_cycles`), function-level
+imports included: a circle is broken by moving what both need below both, not by hiding an import.
+
 `check_tree(root)` is the one checker: the tree test runs it on the checkout, and the throwaway
 tests run it on a tree written in tmp_path, one per rule, to show it reports what it should.
 """
@@ -126,7 +135,203 @@ def check_tree(root: Path) -> list[str]:
                     problems.append(f"{path.relative_to(root)} imports {name}")
     for cycle in _cycles(edges):
         problems.append("import cycle between packages: " + " → ".join(cycle))
+    modules = _modules(root)
+    graph = {module: _module_edges(module, path, modules) for module, path in modules.items()}
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            wrong = _layer_rule(module, target)
+            if wrong:
+                problems.append(f"{modules[module].relative_to(root)} imports {target} ({wrong})")
+    for cycle in module_cycles(graph):
+        problems.append("import cycle between modules: " + " → ".join(cycle))
     return problems
+
+
+# --- layers and module cycles ------------------------------------------------------------
+# The core's layers, bottom to top (docs/architecture.md). A core module may import its own layer
+# and the ones below it, except that the entry points never reach the database machinery; an
+# overlay or config may import any core layer but the machinery. A module not listed is
+# foundation (models, errors, hooks, ports, rules, inputs, …).
+FOUNDATION, DB, SERVICES, READ, ENTRY = range(5)
+LAYER_NAMES = ("foundation", "db", "services", "read", "entry")
+CORE_LAYERS: tuple[tuple[str, int], ...] = (
+    ("events.db", DB),
+    ("events.migrations", DB),  # schema: may read the machinery's SQL, never a verb
+    ("events.services", SERVICES),
+    ("events.adapters", SERVICES),  # the ports' built-in implementations the verbs use
+    ("events.template_plans", SERVICES),
+    ("events.read", READ),
+    *(
+        (f"events.{name}", ENTRY)
+        for name in (
+            "views",
+            "views_api",
+            "views_waitlist",
+            "intake_form",
+            "waitlist_form",
+            "admin",
+            "urls",
+            "tasks",
+            "management",
+            "apps",
+            "health",
+        )
+    ),
+)
+
+
+def layer_of(module: str) -> int | None:
+    """The core layer of `module`, None outside the core app."""
+    if module.split(".")[0] != "events":
+        return None
+    for prefix, layer in CORE_LAYERS:
+        if module == prefix or module.startswith(prefix + "."):
+            return layer
+    return FOUNDATION
+
+
+# Known exceptions, each with its reason; `test_every_known_exception_is_still_needed` fails
+# when one is no longer used, so the list only shrinks.
+KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("leads.services.requests", "events.db.rows"): (
+        "the booking's riding hook: the leads overlay joins its request upsert to the booking's"
+        " one statement (rows.Rider, rows.Drawn) — goes with the one-statement booking"
+    ),
+    ("leads.services.requests", "events.db.pipeline"): (
+        "the same hook outside a booking queues its upsert in the caller's pipeline"
+    ),
+}
+
+
+def _layer_rule(importer: str, target: str) -> str | None:
+    """What is wrong with `importer` naming `target`, by the layers (None: allowed)."""
+    if (importer, target) in KNOWN_EXCEPTIONS:
+        return None
+    low = layer_of(target)
+    if low is None:
+        return _overlay_rule(importer, target)
+    high = layer_of(importer)
+    if high is None:  # an overlay or config
+        return "the database machinery is the core's own" if low == DB else None
+    if high == ENTRY and low == DB:
+        return "an entry point never reaches the database machinery"
+    if low > high:
+        return f"{LAYER_NAMES[high]} never imports {LAYER_NAMES[low]}"
+    return None
+
+
+# An overlay has the core's shape: its verbs (`services/`), reads (`selectors.py`), models and
+# errors sit below its entry points, which nothing else of the overlay imports.
+OVERLAY_ENTRY = {"views", "admin", "urls", "tasks", "management", "dashboard", "demo", "apps"}
+
+
+def _overlay_rule(importer: str, target: str) -> str | None:
+    inside, outside = importer.split("."), target.split(".")
+    if inside[0] not in OVERLAYS or outside[0] != inside[0] or len(outside) < 2:
+        return None
+    if outside[1] in OVERLAY_ENTRY and (len(inside) < 2 or inside[1] not in OVERLAY_ENTRY):
+        return "an overlay's verbs and reads never import its entry points"
+    return None
+
+
+def _modules(root: Path) -> dict[str, Path]:
+    found = {}
+    for package in sorted(PACKAGES):
+        for path in sorted((root / package).rglob("*.py")):
+            if "__pycache__" in path.parts:
+                continue
+            parts = path.relative_to(root).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The longest known module that `name` (a module, or a module's attribute) lies in."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _module_edges(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The modules `module` names: `imports_in`'s names, where `from pkg import x` counts as the
+    submodule `pkg.x` when there is one (Python runs `pkg/__init__` for it, an empty door)."""
+    is_package = path.name == "__init__.py"
+    source = path.read_text(encoding="utf-8")
+    names = set(imports_in(source, module=module, is_package=is_package))
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                package = module.split(".") if is_package else module.split(".")[:-1]
+                base = package[: len(package) - (node.level - 1)]
+                origin = ".".join(base + ([node.module] if node.module else []))
+            else:
+                origin = node.module or ""
+            submodules = {f"{origin}.{alias.name}" for alias in node.names}
+            if submodules & modules.keys():
+                names.discard(origin)
+                names |= submodules & modules.keys()
+    edges = {_resolve(name, modules) for name in names}
+    return {edge for edge in edges if edge and edge != module and not _is_door(edge, modules)}
+
+
+def _is_door(module: str, modules: dict[str, Path]) -> bool:
+    """A package's `__init__` that imports nothing (an app's label, `events.services` as a
+    namespace): naming it adds no edge."""
+    path = modules[module]
+    return path.name == "__init__.py" and not imports_in(
+        path.read_text(encoding="utf-8"), module=module, is_package=True
+    )
+
+
+def module_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle per strongly connected group of modules (Tarjan), smallest module first."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return [_one_cycle(graph, group) for group in sorted(groups)]
+
+
+def _one_cycle(graph: dict[str, set[str]], group: list[str]) -> list[str]:
+    """A shortest path from the group's first module back to itself, inside the group."""
+    start, members = group[0], set(group)
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for nxt in sorted(graph.get(node, set()) & members):
+            if nxt == start:
+                return [*paths[node], start]
+            if nxt not in paths:
+                paths[nxt] = [*paths[node], nxt]
+                queue.append(nxt)
+    return group  # unreachable for a strongly connected group
 
 
 def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -153,6 +358,12 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_checkout_follows_every_import_rule():
     assert check_tree(ROOT) == []
+
+
+def test_every_known_exception_is_still_needed():
+    modules = _modules(ROOT)
+    for importer, target in KNOWN_EXCEPTIONS:
+        assert target in _module_edges(importer, modules[importer], modules), (importer, target)
 
 
 def test_the_checker_reads_the_whole_checkout():
@@ -284,3 +495,135 @@ def test_an_import_cycle_between_packages_is_reported(tmp_path, files, cycle):
     write_tree(tmp_path, files)
 
     assert check_tree(tmp_path) == [f"import cycle between packages: {c}" for c in cycle]
+
+
+@pytest.mark.parametrize(
+    ("path", "source", "name", "why"),
+    [
+        (
+            "events/db/rows.py",
+            "from events.services import audit\n",
+            "events.services.audit",
+            "db never imports services",
+        ),
+        (
+            "events/services/a.py",
+            "from events.read import selectors\n",
+            "events.read.selectors",
+            "services never imports read",
+        ),
+        (
+            "events/rules.py",
+            "from events.services import seats\n",
+            "events.services.seats",
+            "foundation never imports services",
+        ),
+        (
+            "events/views.py",
+            "def f():\n    from events.db import rows\n",
+            "events.db.rows",
+            "an entry point never reaches the database machinery",
+        ),
+        (
+            "events/read/x.py",
+            "from events import views\n",
+            "events.views",
+            "read never imports entry",
+        ),
+        (
+            "desk/views.py",
+            "from events.db import rows\n",
+            "events.db.rows",
+            "the database machinery is the core's own",
+        ),
+        (
+            "config/auth.py",
+            "from events.db.rows import fetch\n",
+            "events.db.rows",
+            "the database machinery is the core's own",
+        ),
+    ],
+)
+def test_a_module_above_its_layer_is_reported(tmp_path, path, source, name, why):
+    files = {path: source}
+    for module in (name, "events.views"):  # the target exists, as a module of its own
+        files.setdefault(module.replace(".", "/") + ".py", "")
+    for package in ("events/db", "events/services", "events/read"):
+        files.setdefault(f"{package}/__init__.py", "")
+    write_tree(tmp_path, files)
+
+    assert check_tree(tmp_path) == [f"{path} imports {name} ({why})"]
+
+
+@pytest.mark.parametrize(
+    ("path", "source", "name"),
+    [
+        ("booths/services/bookings.py", "from booths import admin\n", "booths.admin"),
+        ("desk/selectors.py", "def f():\n    from desk.views import g\n", "desk.views"),
+    ],
+)
+def test_an_overlay_module_importing_its_entry_points_is_reported(tmp_path, path, source, name):
+    write_tree(tmp_path, {path: source, name.replace(".", "/") + ".py": ""})
+
+    assert check_tree(tmp_path) == [
+        f"{path} imports {name} (an overlay's verbs and reads never import its entry points)"
+    ]
+
+
+def test_allowed_layer_imports_are_not_reported(tmp_path):
+    write_tree(
+        tmp_path,
+        {
+            "events/db/__init__.py": "",
+            "events/db/rows.py": "from events import models\n",
+            "events/services/__init__.py": "",
+            "events/services/seats.py": "from events.db import rows\nfrom events import rules\n",
+            "events/read/__init__.py": "",
+            "events/read/selectors.py": (
+                "from events.services import seats\nfrom events.db import rows\n"
+            ),
+            "events/views.py": (
+                "from events.read import selectors\nfrom events.services import seats\n"
+            ),
+            "events/rules.py": "from events.models import Event\n",
+            "events/models.py": "",
+            "desk/views.py": (
+                "from events.services import seats\nfrom events.read import selectors\n"
+                "from desk import selectors as desk_selectors\n"
+            ),
+            "desk/selectors.py": "from desk import errors\n",
+            "desk/errors.py": "",
+            "desk/admin.py": "from desk import views\n",
+        },
+    )
+
+    assert check_tree(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("files", "cycle"),
+    [
+        (
+            {"events/a.py": "from events import b\n", "events/b.py": "import events.a\n"},
+            "events.a → events.b → events.a",
+        ),
+        (  # around a loop of three, one of them at function level
+            {
+                "events/services/__init__.py": "",
+                "events/services/intake.py": "from events.services import registrations\n",
+                "events/services/registrations.py": "from events.services import waitlist\n",
+                "events/services/waitlist.py": "def f():\n    from . import intake\n",
+            },
+            "events.services.intake → events.services.registrations → events.services.waitlist"
+            " → events.services.intake",
+        ),
+        (  # inside one overlay
+            {"desk/x.py": "from desk.y import f\n", "desk/y.py": "from .x import g\n"},
+            "desk.x → desk.y → desk.x",
+        ),
+    ],
+)
+def test_an_import_cycle_between_modules_is_reported(tmp_path, files, cycle):
+    write_tree(tmp_path, files)
+
+    assert check_tree(tmp_path) == [f"import cycle between modules: {cycle}"]

@@ -26,11 +26,11 @@ the caller's transaction: pipelining changes when the client waits, not what the
   bulk INSERTs with varying row counts, as ORMs generate them, out of that cache. The
   booking's write statement belongs to a small fixed family and often has more (one attendee
   with an answer and a ticket: 60), so psycopg parsed it again on every booking — about 170 µs
-  of CPU, a tenth of an intake request (bench B2). `cache_statement_conversions()` (run by
-  the events app at start-up) raises that limit to 256 (three attendees with two answers each
-  on a multi-slot event with a ticket: 160); psycopg's other limit, 4,096 bytes of statement
-  text, stays and keeps the many-attendee shapes (rare) out. Each process's two caches of 128
-  entries may then hold bigger entries (~40 KB for 256 parameters): a few MB at worst.
+  of CPU, a tenth of an intake request (bench B2). `cache_statement_conversions()` (run
+  once, when this module is first imported) raises that limit to 256 (three attendees with two
+  answers each on a multi-slot event with a ticket: 160); psycopg's other limit, 4,096 bytes of
+  statement text, stays and keeps the many-attendee shapes (rare) out. Each process's two
+  caches of 128 entries may then hold bigger entries (~40 KB for 256 parameters): a few MB at worst.
 """
 
 from __future__ import annotations
@@ -327,3 +327,7 @@ def _may_own_transaction(wrapper, raw) -> bool:
 
 
 _OWNABLE = (pq.TransactionStatus.IDLE, pq.TransactionStatus.INTRANS)
+
+
+# Once per process, before any booking statement is converted (see the module's docstring).
+cache_statement_conversions()

@@ -35,7 +35,7 @@ from events.models import (
     Stage,
     Ticket,
 )
-from events.services import audit, scheduler, seats, waitlist
+from events.services import audit, scheduler, seats, waitlist_nudge
 from events.services.scheduler import dates
 
 EDITABLE = {
@@ -262,7 +262,7 @@ def update_event(*, event: Event, actor: Any, **fields: Any) -> Event:
         if times_changed:
             scheduler.reschedule(event=event)
         if {"seats_limited", "seats_max"} & set(changes):
-            waitlist.seats_freed(event)  # a raised limit: nudge the waiting list after commit
+            waitlist_nudge.seats_freed(event)  # a raised limit: nudge the waiting list after commit
     return event
 
 

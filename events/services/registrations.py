@@ -67,7 +67,7 @@ from events.models import (
     Slot,
     Ticket,
 )
-from events.services import audit, scheduler, seats, waitlist
+from events.services import audit, scheduler, seats, waitlist_nudge
 from events.services.contacts import is_valid_email, normalise_phone
 
 S = RegistrationState
@@ -591,7 +591,7 @@ def _transition(
         ]
         if reg.active and source in (S.OPEN, S.DONE) and to in (S.CANCEL, S.DRAFT):
             # A seat is free: nudge the waiting list after commit.
-            waitlist.seats_freed(event, someone_waits=reads.someone_waits)
+            waitlist_nudge.seats_freed(event, someone_waits=reads.someone_waits)
         opening = to == S.OPEN and source == S.DRAFT
         # The overlays' hooks that only write ride in the row's statement (events.hooks).
         riders, other_hooks = hooks.ride(hooks.registrations_changed, [reg], actor)

@@ -20,7 +20,7 @@ from django.db import transaction
 from events.db import locks
 from events.errors import ValidationFailed
 from events.models import Event, EventType, Ticket
-from events.services import audit, seats, waitlist
+from events.services import audit, seats, waitlist_nudge
 from events.services.event_types import lock_event_type
 from events.services.reference import apply_fields, check_fields, jsonable
 
@@ -127,7 +127,7 @@ def update_ticket(*, ticket: Ticket, actor: Any, **fields: Any) -> Ticket:
             data={"ticket": locked.pk, "event_type": locked.event_type_id, **changes},
         )
         if event is not None and "seats_max" in changes:
-            waitlist.seats_freed(event)  # a raised limit: nudge the waiting list after commit
+            waitlist_nudge.seats_freed(event)  # a raised limit: nudge the waiting list after commit
     return locked
 
 

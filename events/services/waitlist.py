@@ -50,7 +50,7 @@ from events.models import (
     WaitlistEntry,
     WaitlistState,
 )
-from events.services import audit, capability, links, nudge, registrations
+from events.services import audit, capability, links, registrations, waitlist_nudge
 from events.services import seats as seat_engine
 from events.services.audit import Actor
 from events.services.contacts import is_valid_email
@@ -61,9 +61,6 @@ W = WaitlistState
 LIVE = (W.WAITING, W.OFFERED)
 # Offers made by one pass at most; a pass that made this many nudges another one.
 OFFER_BATCH = 100
-# The per-event nudge (events.services.nudge) and its task, published by name.
-OFFER_KEY = "events:nudge:waitlist-offer"
-OFFER_TASK = "events.waitlist_offer"
 # The beat task: expires offers, then offers free seats wherever someone waits (safety net).
 PASS_TASK = "events.waitlist_pass"  # noqa: S105 — a Celery task name
 MAIL_TEMPLATE = "events/mail/waitlist_offer.html"
@@ -371,21 +368,8 @@ def offer_freed_seats(*, event: Event | int, now: datetime | None = None) -> lis
             return []
         offered = _offer_next(locked, now=now)
         if len(offered) >= OFFER_BATCH:
-            seats_freed(locked)
+            waitlist_nudge.seats_freed(locked)
     return offered
-
-
-def seats_freed(event: Event | int, *, someone_waits: bool | None = None) -> None:
-    """Seats of the event may have become free (a cancellation, a raised limit): nudge an offer
-    pass after commit when someone waits. Called inside the freeing transaction, under its Event
-    lock, so a join (which takes that lock) is either seen here or sees the free seat.
-    `someone_waits`: whether someone waits, when the caller read it under that lock already
-    (a transition, locks.lock_for_transition); None: read here."""
-    event_id = event if isinstance(event, int) else event.pk
-    if someone_waits is None:
-        someone_waits = WaitlistEntry.objects.filter(event_id=event_id, state=W.WAITING).exists()
-    if someone_waits:
-        nudge.after_commit(key=f"{OFFER_KEY}:{event_id}", task=OFFER_TASK, args=(event_id,))
 
 
 def offer_waiting(*, now: datetime | None = None) -> int:

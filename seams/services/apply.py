@@ -19,10 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from events import hooks
-from events.db import rows
 from events.models import Ticket
 from events.services import orders, registrations
 from seams import selectors
@@ -82,32 +81,33 @@ def apply(*, message: Message, actor: Any) -> Outcome:
 
 def _lock_order(order: OrderData, *, read_tickets: bool) -> tuple[SeamOrder, dict[int, Ticket]]:
     """The order's version row, created at version 0 if new, locked — in one statement; with
-    `read_tickets`, the tickets its lines name (with their events) read in the same round trip
-    (rows.fetch_many), after the lock.
+    `read_tickets`, then the tickets its lines name (with their events), read after the lock.
 
     `INSERT … ON CONFLICT DO UPDATE` behind the unique order_ref takes the row lock whether it
     inserts or finds the row: two first messages of one order never both create it, and the
     second waits for the first to commit, then reads the version the first wrote.
     """
-    statements: list[rows.Statement] = [(_ORDER_SQL["lock"], [order.ref])]
     ticket_ids = [
         line.ticket_id
         for line in order.lines
         if line.kind == "ticket" and line.ticket_id is not None
     ]
-    if read_tickets and ticket_ids:
-        statements.append(selectors.tickets_statement(ticket_ids))
-    ((pk, version, state),), *found = rows.fetch_many(statements)
-    tickets = selectors.tickets_found(found[0]) if found else {}
+    tickets: dict[int, Ticket] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(_ORDER_SQL["lock"], [order.ref])
+        pk, version, state = cursor.fetchone()
+        if read_tickets and ticket_ids:
+            cursor.execute(*selectors.tickets_statement(ticket_ids))
+            tickets = selectors.tickets_found(cursor.fetchall())
     return SeamOrder(pk=pk, order_ref=order.ref, version=version, state=state), tickets
 
 
 def _save_order(seam_order: SeamOrder) -> None:
-    rows.fetch(_ORDER_SQL["save"], [seam_order.version, seam_order.state, seam_order.pk])
+    with connection.cursor() as cursor:
+        cursor.execute(_ORDER_SQL["save"], [seam_order.version, seam_order.state, seam_order.pk])
 
 
-# Fixed statements, prepared by psycopg on a connection's second message (rows.fetch). Built
-# from constants: the table name from model meta; values are parameters.
+# Fixed statements. Built from constants: the table name from model meta; values are parameters.
 _ORDER_SQL = {
     "lock": f"INSERT INTO {SeamOrder._meta.db_table} AS o (order_ref, version, state) "  # noqa: S608
     "VALUES (%s, 0, 'new') ON CONFLICT (order_ref) DO UPDATE SET order_ref = o.order_ref "

@@ -35,7 +35,16 @@ from events.models import (
     WaitlistState,
 )
 from events.read import dashboard
-from events.services import capability, intake, nudge, registrations, seats, tickets, waitlist
+from events.services import (
+    capability,
+    intake,
+    nudge,
+    registrations,
+    seats,
+    tickets,
+    waitlist,
+    waitlist_nudge,
+)
 from events.services import events as event_services
 from tests.events import factories
 from tests.events.test_config import knob_values, manage  # noqa: F401 — a fixture, by name
@@ -88,7 +97,7 @@ def join(event, n: int, **kwargs) -> waitlist.Joined:
 
 def offer_nudges(publish) -> list:
     """The args of each offer-pass nudge published (other tasks' nudges left out)."""
-    return [c.args[1] for c in publish.call_args_list if c.args[0] == waitlist.OFFER_TASK]
+    return [c.args[1] for c in publish.call_args_list if c.args[0] == waitlist_nudge.OFFER_TASK]
 
 
 def held(event) -> int:
@@ -385,9 +394,9 @@ def test_the_tasks_are_registered_by_name_and_beat_runs_the_pass_every_minute():
     assert schedule[waitlist.PASS_TASK] == 60.0
     from events import tasks
 
-    assert tasks.waitlist_offer_task.name == waitlist.OFFER_TASK
+    assert tasks.waitlist_offer_task.name == waitlist_nudge.OFFER_TASK
     assert tasks.waitlist_pass_task.name == waitlist.PASS_TASK
-    assert {waitlist.OFFER_TASK, waitlist.PASS_TASK} <= set(celery_app.tasks)
+    assert {waitlist_nudge.OFFER_TASK, waitlist.PASS_TASK} <= set(celery_app.tasks)
 
 
 # --- offers ------------------------------------------------------------------------------------

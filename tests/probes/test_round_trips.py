@@ -41,7 +41,7 @@ from events.models import (
     QuestionType,
     Registration,
 )
-from events.services import nudge, registrations, seats, waitlist
+from events.services import nudge, registrations, seats, waitlist_nudge
 from leads.models import LeadRequest
 from tests.events import factories
 
@@ -385,18 +385,17 @@ def test_the_write_statement_of_an_intake_shaped_booking_is_converted_once(monke
 
 # --- a sale-seam message ------------------------------------------------------------------------
 
-# Django's health check (SELECT 1); BEGIN; the inbox insert; SAVEPOINT (parking's); order lock +
-# tickets; live counts + once-per-order questions; the booking's lock + reads; its writes; the
+# Django's health check (SELECT 1); BEGIN; the inbox insert; SAVEPOINT (parking's); the order
+# lock; its tickets (plain statements of the overlay's own, one each); live counts + once-per-order questions; the booking's lock + reads; its writes; the
 # order's version; RELEASE; COMMIT.
-SEAM_MESSAGE_ROUND_TRIPS = 11
+SEAM_MESSAGE_ROUND_TRIPS = 12
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_seam_order_message_is_eleven_round_trips_with_django_s_health_check(wire):
+def test_a_seam_order_message_is_twelve_round_trips_with_django_s_health_check(wire):
     """An order.confirmed message minting two registrations, as the request's first
     transaction on a kept connection: Django tests the connection first (CONN_HEALTH_CHECKS)
-    and psycopg sends BEGIN on its own; then the reads travel together, and the booking adds
-    no savepoint of its own."""
+    and psycopg sends BEGIN on its own; the booking adds no savepoint of its own."""
     from seams.messages import parse
     from seams.models import SeamInbox
     from seams.services.receive import record_and_apply
@@ -541,7 +540,7 @@ def test_a_freed_seat_asks_for_the_waiting_list_with_the_locks_and_is_two(wire, 
     assert _after_the_locks(statements, "events_waitlistentry")
     assert Registration.objects.get(pk=registration.pk).state != "open"
     assert seats.event_summary(event=event).reserved == 0
-    offer = (f"{waitlist.OFFER_KEY}:{event.pk}", waitlist.OFFER_TASK, (event.pk,))
+    offer = (f"{waitlist_nudge.OFFER_KEY}:{event.pk}", waitlist_nudge.OFFER_TASK, (event.pk,))
     assert calls == ([offer] if waiting else [])
 
 

@@ -43,7 +43,15 @@ from events.models import (
     WaitlistEntry,
     WaitlistState,
 )
-from events.services import capability, intake, nudge, registrations, seats, waitlist
+from events.services import (
+    capability,
+    intake,
+    nudge,
+    registrations,
+    seats,
+    waitlist,
+    waitlist_nudge,
+)
 from tests.events import factories
 from tests.events.redis_server import own_redis  # noqa: F401 — a fixture: the test's own Redis
 from tests.events.test_delivery import SmtpServer
@@ -321,7 +329,7 @@ def test_a_worker_killed_between_the_hold_and_the_mail_loses_nothing(
         log = tmp_path / "worker-0.log"
         with log.open("wb") as out:
             procs.append(start_celery_worker(out, name="waitlist-killed", env=env))
-        celery_app.send_task(waitlist.OFFER_TASK, args=[event.pk])
+        celery_app.send_task(waitlist_nudge.OFFER_TASK, args=[event.pk])
         _wait(lambda: _parked_on_the_outbox() is not None, "the pass parks on its mail", log)
         pid = _parked_on_the_outbox()
         # the hold is made in the pass's open transaction: nothing of it is visible yet
