@@ -241,10 +241,11 @@ def _body(event: Event, rows: list[Registration]) -> dict[str, Any]:
     }
 
 
-# The first read of every intake, in ONE statement (issue 17, bench B2): the event with its
-# stage's pipe_end, and what the checks before the lock read — its tickets, its slots (multi-slot
-# events), its active questions in display order and the choice ids of its choice questions —
-# each set as a JSON array of rows in the model's field order. It replaces four statements, and
+# The first read of every intake, in ONE statement (a round trip per statement was most of an
+# intake's cost, bench B2): the event with its stage's pipe_end, and what the checks before the
+# lock read — its tickets, its slots (multi-slot events), its active questions in display order
+# and the choice ids of its choice questions — each set as a JSON array of rows in the model's
+# field order. It replaces four statements, and
 # Model.from_db replaces raw(), which spent more CPU building these rows than PostgreSQL spends
 # running the statement; a server-binding cursor (pipeline.cursor) has PostgreSQL plan it once
 # per connection, not on every request. The row is read whatever the event's state;
