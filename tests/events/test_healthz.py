@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import logging
-import socket
 
 import pytest
 from django.db.backends.postgresql.base import DatabaseWrapper
 from django.test import override_settings
 
 from events import health
+from tests import parallel
 
 
 def closed_port() -> int:
     """A port on 127.0.0.1 where nothing listens (bound then released, never listened on)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return parallel.free_port()  # this xdist worker's own band (tests/parallel.py)
 
 
 @pytest.mark.django_db

@@ -1,7 +1,7 @@
 """`make run` (interfaces.md "Commands"): from the project root it prepares everything and runs
 web (gunicorn) + a Celery worker + Celery beat in the foreground; SIGTERM stops all three.
 A registration's confirmation mail, printed by the worker, leaves no capability token in any
-process's output (issue 9).
+process's output (logs are read by more people than the attendee).
 
 The end-to-end test uses the development database of `.env` (as `make run` does) and needs no
 network: `make test` has installed the virtualenv before it runs. The helper scripts that
@@ -155,6 +155,10 @@ def assert_no_token(text: str, tokens: list[str]) -> None:
 
 
 @pytest.mark.slow
+# Alone (scripts/test.sh): `make run` migrates and seeds the development database of
+# DATABASE_URL, collects static files into var/, and its worker and beat take a broker database
+# of 8–15, none of which an xdist worker owns.
+@pytest.mark.serial
 def test_make_run_serves_web_worker_and_beat_and_stops_on_sigterm(free_port, tmp_path):
     log = tmp_path / "make-run.log"
     from django.conf import settings
@@ -165,7 +169,7 @@ def test_make_run_serves_web_worker_and_beat_and_stops_on_sigterm(free_port, tmp
     broker_db = 8 + os.getpid() % 8
     broker = urlsplit(settings.CELERY_BROKER_URL)._replace(path=f"/{broker_db}").geturl()
     # Mails printed to the worker's output (the console backend, not the demo's default
-    # mailbox): every process's output must still hold no capability token (issue 9).
+    # mailbox): every process's output must still hold no capability token.
     env = {
         **os.environ,
         "PORT": str(free_port),
@@ -325,11 +329,9 @@ def test_write_env_applies_overrides(tmp_path):
 
 
 def _closed_port() -> int:
-    import socket
+    from tests import parallel
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return parallel.free_port()  # nothing listens there; this xdist worker's own band
 
 
 def test_createdb_names_an_unreachable_postgresql():

@@ -1,4 +1,5 @@
-"""Redis down and Redis hung (issue 9, finding 2): a test-owned redis-server, stopped or paused
+"""Redis down and Redis hung (a fault must cost a fast answer, never a blocked worker): a
+test-owned redis-server, stopped or paused
 with SIGSTOP, serves as the cache, the rate limiter's store and the Celery broker.
 
 - the intake API answers 503 JSON `service_unavailable` with Retry-After within 2 s;
@@ -25,6 +26,10 @@ from events.services import scheduler
 from tests.events import factories
 
 FAULT_DEADLINE = 2.0  # seconds: the brief's "within 2 s"
+
+# Every test here times an answer against FAULT_DEADLINE: run alone (scripts/test.sh), not
+# beside a parallel worker that competes for the cores.
+pytestmark = pytest.mark.serial
 
 
 @pytest.fixture(params=["down", "hung"])

@@ -1,5 +1,5 @@
 """The server as the Procfile starts it (config/gunicorn.py) against slow clients, and its access
-log against forged lines (issue 9, findings 5 and 6).
+log against forged lines.
 
 Ten connections trickle request bodies to the intake API while /healthz and an event page keep
 answering within 1 s each (two sync workers were starved by three such clients). A CR/LF decoded
@@ -76,6 +76,7 @@ def test_the_procfile_server_runs_threaded_workers_from_its_config_file():
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # answers timed against ANSWER_DEADLINE: alone, not beside another worker
 @pytest.mark.django_db(transaction=True)  # the server reads what the test commits
 def test_trickling_bodies_do_not_starve_the_server(server):
     port, _log = server

@@ -1,0 +1,94 @@
+"""Parallel runs (pytest-xdist) on one machine (test infrastructure, loaded by pyproject's
+addopts as `-p tests.parallel`, so it runs before Django's settings are read).
+
+Each xdist worker gets what two workers must not share:
+- the test database: pytest-django's own (`test_<name>_gw0`, `test_<name>_gw1`, …);
+- the Redis databases of the Celery broker and the cache: worker gwK uses the configured
+  database numbers plus 2·(K+1) (CELERY_BROKER_URL …/0 and CACHE_URL …/1 give gw0 2 and 3,
+  gw1 4 and 5), set in the environment before the settings read it, so the subprocesses the
+  tests start (Celery workers, gunicorn, beat) inherit them; the broker and the cache must be
+  two consecutive numbers (n, n+1) and the shifted numbers must exist on the Redis server
+  (16 databases by default);
+- its ports: `free_port()` hands out ports of a band of its own, below Linux's ephemeral
+  range (so neither another worker nor a client socket of the kernel's choosing can take a
+  port between the test picking it and its server binding it).
+
+Tests that cannot share the machine at all carry the `serial` marker; scripts/test.sh runs them
+after the parallel run, alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import socket
+
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # "" outside xdist, else "gw0", "gw1", …
+_match = re.fullmatch(r"gw(\d+)", WORKER)
+INDEX = int(_match.group(1)) if _match else None
+
+# Port bands: [PORT_BASE + slot·PORT_BAND, + PORT_BAND); slot 0 for a run without xdist, K+1 for
+# worker gwK. Below 32768, where Linux's ephemeral range (ip_local_port_range) starts.
+PORT_BASE = 20000
+PORT_BAND = 500
+
+
+def _redis_shifted(url: str, by: int) -> str:
+    """`url` with its database number (the path, 0 when absent) increased by `by`."""
+    match = re.fullmatch(r"(?P<head>[a-z]+://[^/]*)(?:/(?P<db>\d*))?(?P<tail>\?.*)?", url)
+    if match is None:
+        raise ValueError(f"not a Redis URL with a database number: {url!r}")
+    db = int(match.group("db") or 0) + by
+    return f"{match.group('head')}/{db}{match.group('tail') or ''}"
+
+
+def worker_environment(environ: dict[str, str], index: int | None) -> dict[str, str]:
+    """The variables worker `index` (None: no xdist) overrides in `environ`."""
+    if index is None:
+        return {}
+    shift = 2 * (index + 1)
+    return {
+        key: _redis_shifted(environ[key], shift)
+        for key in ("CELERY_BROKER_URL", "CACHE_URL")
+        if environ.get(key)
+    }
+
+
+def _env_file_values() -> dict[str, str]:
+    """CELERY_BROKER_URL and CACHE_URL from the .env settings would read, when the environment
+    lacks them (settings read .env without overriding the environment)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    path = Path(os.environ.get("DJANGO_ENV_FILE", str(root / ".env")))
+    values: dict[str, str] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            key, sep, value = line.strip().partition("=")
+            if sep and key in ("CELERY_BROKER_URL", "CACHE_URL"):
+                values[key] = value.strip().strip("'\"")
+    return values
+
+
+# The broker and cache URLs as configured (environment over .env), before any shift.
+CONFIGURED = {**_env_file_values(), **os.environ}
+os.environ.update(worker_environment(CONFIGURED, INDEX))
+
+
+_slot = 0 if INDEX is None else INDEX + 1
+_ports = itertools.cycle(range(PORT_BASE + _slot * PORT_BAND, PORT_BASE + (_slot + 1) * PORT_BAND))
+
+
+def free_port() -> int:
+    """A port of this worker's band that nothing listens on now. Successive calls walk the band,
+    so a port just handed out is not handed out again before the band wraps."""
+    for _ in range(PORT_BAND):
+        port = next(_ports)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use (a server of this run, or anything else on the machine)
+            return port
+    raise RuntimeError(f"no free port in this worker's band (slot {_slot})")
