@@ -1,5 +1,5 @@
 """Every admin write path in the product calls a service: an AST check over events/, booths/,
-leads/, seams/, sms/ and desk/ (STYLE.md §1, §4; issue 8 point 1).
+leads/, seams/, sms/ and desk/ (STYLE.md §1, §4: every write is a service).
 
 Each `save_model` / `delete_model` / `save_formset` / `delete_queryset` override must call a
 name imported from a `services` module (or `save_inline_rows`, which routes each inline row to

@@ -1,4 +1,4 @@
-"""Capability tokens never accept Django's SECRET_KEY_FALLBACKS (issue 8, point 4): those keys
+"""Capability tokens never accept Django's SECRET_KEY_FALLBACKS: those keys
 rotate the session/CSRF secret, they are not capability secrets."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Content-Security-Policy (django-csp, issue 9 finding 6) on public pages and the admin: scripts
+"""Content-Security-Policy (django-csp) on public pages and the admin: scripts
 only from this origin, nothing may frame the site."""
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ def summit():
     event = Event.objects.get(name="Open Source Summit")
     reg = Registration.objects.filter(event=event, state=RegistrationState.OPEN).first()
     mail = Mail.objects.filter(event=event).first()
-    # Rows that must show as alerts: a failed mail, a failed SMS, a parked seam message.
+    # Rows the dashboard lists as alerts: a failed mail, a failed SMS, a parked seam message.
     MailOutbox.objects.create(
         idempotency_key="dash-failed-1",
         message_id="<dash-failed-1@test>",

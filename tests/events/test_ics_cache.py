@@ -1,4 +1,4 @@
-"""The /ics calendar cache (issue 17, B5; events.read.ics).
+"""The /ics calendar cache (events.read.ics): calendar clients poll, so a repeat is cheap.
 
 A repeated request is answered from the cache (this process's entries, else the shared Redis
 cache): one statement (the gates' read, which also carries everything the file shows) and no

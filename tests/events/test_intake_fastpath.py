@@ -1,4 +1,5 @@
-"""The intake's request path outside the booking (issue 17, bench B2): what the checks before
+"""The intake's request path outside the booking (its cost per request, bench/): what the checks
+before
 the Event lock read comes in one statement, as the ORM would load it; the rate limiter keeps
 one Redis client per cache backend; links reverse each route once; the answers, codes and
 check order of spec.md §7.4 stay as they were."""

@@ -1,4 +1,4 @@
-"""The intake on hostile input (issue 9, findings 1 and 6; issue 8, points 3 and 8).
+"""The intake on hostile input: oversized, malformed or racing requests.
 
 Every refusal is a typed 4xx naming the field, in the pinned JSON shape on the API and next to
 its field on the form, and writes nothing; each column-bound field takes exactly its column's
@@ -366,7 +366,7 @@ def test_the_form_takes_any_quantity_text_without_a_500(client, ev, quantity):
     assert response.status_code in (303, 400)
 
 
-# --- re-checked under the Event lock (issue 8, point 3) ---------------------------------------
+# --- re-checked under the Event lock ----------------------------------------------------------
 
 
 def _past(event):

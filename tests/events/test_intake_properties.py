@@ -1,4 +1,5 @@
-"""Property-based tests of the intake (issue 9, Must show 1): generated bodies and strings from
+"""Property-based tests of the intake (the public door takes anything): generated bodies and
+strings from
 the full Unicode range — NUL, lone surrogates, other scripts' digits, very long values — in
 every field of the JSON API and of the HTML form. Never a 500; a refusal is a 4xx in the
 pinned shape (API) and writes nothing (rows counted before and after the request).

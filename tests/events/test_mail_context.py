@@ -1,5 +1,6 @@
-"""Mail templates render from a plain context (issue 9 finding 6): a template reaches this
-registration's own fields, never other rows through the ORM."""
+"""Mail templates render from a plain context (staff write templates, so a template must not
+reach data through the ORM): a template reaches this registration's own fields, never other
+rows."""
 
 from __future__ import annotations
 

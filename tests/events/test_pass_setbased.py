@@ -1,4 +1,5 @@
-"""The scheduler pass, set-based (issue 17, B3): compiled template plans give exactly the text
+"""The scheduler pass, set-based (its cost per batch does not grow with the batch): compiled
+template plans give exactly the text
 `render` gives, the outbox takes one INSERT per batch whatever its size, and the pass's
 statements per batch stay constant for mail and sms.
 """

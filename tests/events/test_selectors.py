@@ -1,4 +1,5 @@
-"""The derived flags of spec.md §2.1 / §2.5 as named selectors (issue 8, point 2)."""
+"""The derived flags of spec.md §2.1 / §2.5 as named selectors, one decision each that every
+reader shares."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Self-service cancellation (issue 18, docs/spec.md "Self-service cancellation"): an attendee
+"""Self-service cancellation (docs/spec.md "Self-service cancellation"): an attendee
 cancels from their tickets link, through a confirm step; each refusal writes nothing; a cancel
 frees the seat at once and queues exactly one mail on the outbox, in the same transaction."""
 

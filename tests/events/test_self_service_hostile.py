@@ -1,4 +1,4 @@
-"""Hostile input on issue 18's new doors (hypothesis): the waiting list's JSON API and form,
+"""Hostile input on the self-service doors (hypothesis): the waiting list's JSON API and form,
 the self-cancel step's `registration` parameter and the offer link's token. Whatever arrives
 — too long, NUL bytes, lone surrogates, other scripts' digits, deep nesting, wrong types —
 the answer is a 4xx (JSON on the API), never a 500, and nothing is written."""

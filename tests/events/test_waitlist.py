@@ -1,7 +1,7 @@
-"""The waiting list (issue 18, docs/spec.md "Waiting list (issue 18)"): joining a sold-out event,
-offers that hold their seat and queue their mail in one transaction, accepting on the held seat,
-expiry, the staff verbs and the pages. Every refusal writes nothing. The races (must-show 3, 4)
-and the killed worker (must-show 5) are in tests/probes/test_waitlist_races.py."""
+"""The waiting list (docs/spec.md "Waiting list"): joining a sold-out event, offers that hold
+their seat and queue their mail in one transaction, accepting on the held seat, expiry, the
+staff verbs and the pages. Every refusal writes nothing. The races (freed seats, accepts) and
+the killed worker are in tests/probes/test_waitlist_races.py."""
 
 from __future__ import annotations
 
@@ -527,10 +527,10 @@ def test_no_offer_on_a_cancelled_event(actor):
 def test_a_crash_between_the_hold_and_the_mail_rolls_both_back_and_the_next_pass_offers_once(
     actor, monkeypatch
 ):
-    """Must-show 5, deterministically: the pass fails after holding the seat and before its mail
-    is queued (the queue raises, as a worker dying there would leave it): the transaction rolls
-    the hold back with everything else; the next pass offers and mails exactly once. (A real
-    SIGKILLed worker: tests/probes/test_waitlist_races.py.)"""
+    """A pass dying mid-offer, deterministically: it fails after holding the seat and before
+    its mail is queued (the queue raises, as a worker dying there would leave it): the
+    transaction rolls the hold back with everything else; the next pass offers and mails
+    exactly once. (A real SIGKILLed worker: tests/probes/test_waitlist_races.py.)"""
     event, regs = sold_out(actor)
     first = join(event, 1).entry
     join(event, 2)

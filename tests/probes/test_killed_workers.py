@@ -1,4 +1,4 @@
-"""Probe (issue 15, point 2): a Celery worker SIGKILLed in the middle of its work, then a new
+"""Probe: a Celery worker SIGKILLed in the middle of its work, then a new
 worker; every message is queued once and delivered, every (rule, registration) has one lead.
 
 Real processes: Celery workers (solo pool) on the test database and a Redis of the test's own

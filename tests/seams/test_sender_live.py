@@ -1,4 +1,4 @@
-"""Must-show 10: the example sender (scripts/send_webhook.py) against the real served stack
+"""The example sender (scripts/send_webhook.py) against the real served stack
 (the Procfile's gunicorn line on the test database): `applied`, then `duplicate` for the same id.
 """
 
