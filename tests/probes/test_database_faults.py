@@ -60,7 +60,7 @@ from events.services import audit, nudge, registrations, scheduler, seats
 from seams.models import InboxStatus, SeamInbox, SeamOrder
 from tests import parallel
 from tests.events import factories
-from tests.events.test_ports import wire_ports
+from tests.events.config.test_ports import wire_ports
 from tests.helpers import ROOT, database_url, snapshot
 from tests.seams.host import URL as SEAM_URL
 from tests.seams.host import new_secret, order_message, signed_headers, ticket_line

@@ -75,8 +75,8 @@ from seams.models import InboxStatus, SeamInbox
 from sms.models import SmsOutbox, SmsState
 from tests.booths import factories as booth_factories
 from tests.events import factories
+from tests.events.mail.test_delivery import SmtpServer
 from tests.events.redis_server import own_redis  # noqa: F401 — a fixture: the test's own Redis
-from tests.events.test_delivery import SmtpServer
 from tests.helpers import run_concurrently, start_celery_worker
 from tests.seams.host import URL as SEAM_URL
 from tests.seams.host import new_secret, order_message, signed_headers, ticket_line

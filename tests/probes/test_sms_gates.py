@@ -20,7 +20,7 @@ from events.models import EventAuditLog, Mail, MailRegistration
 from events.services import scheduler
 from sms.models import SmsOutbox
 from tests.events import factories
-from tests.events.test_config import ROOT, manage
+from tests.events.config.test_config import ROOT, manage
 from tests.sms.gateway import GATEWAY, wire
 
 KNOB = "EVENT_SMS_GATEWAY_URL"

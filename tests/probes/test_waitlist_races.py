@@ -45,8 +45,8 @@ from events.models import (
 )
 from events.services import capability, intake, nudge, registrations, seats, waitlist
 from tests.events import factories
+from tests.events.mail.test_delivery import SmtpServer
 from tests.events.redis_server import own_redis  # noqa: F401 — a fixture: the test's own Redis
-from tests.events.test_delivery import SmtpServer
 from tests.helpers import database_url, run_concurrently, start_celery_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)

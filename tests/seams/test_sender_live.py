@@ -14,7 +14,7 @@ import pytest
 from events.models import Registration
 from seams.models import SeamInbox
 from tests.events import factories as ev
-from tests.events.test_capability_server import get, procfile_web, server_env
+from tests.events.capability.test_capability_server import get, procfile_web, server_env
 from tests.seams.host import new_secret
 
 ROOT = Path(__file__).resolve().parents[2]

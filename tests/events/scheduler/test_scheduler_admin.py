@@ -12,7 +12,7 @@ from django.utils import timezone
 from events.models import EventAuditLog, Mail, MailOutbox, MessageTemplate
 from events.services import scheduler
 from tests.events import factories
-from tests.events.test_ports import wire_ports
+from tests.events.config.test_ports import wire_ports
 
 
 @pytest.fixture(autouse=True)

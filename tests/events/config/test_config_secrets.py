@@ -14,8 +14,8 @@ import pytest
 from django.core.checks import run_checks
 
 from events import secret_knobs
-from tests.events.test_capability_server import procfile_web
-from tests.events.test_config import ROOT, knob_values, manage  # noqa: F401 — a fixture
+from tests.events.capability.test_capability_server import procfile_web
+from tests.events.config.test_config import ROOT, knob_values, manage  # noqa: F401 — a fixture
 from tests.seams.host import Host, new_secret
 
 GOOD = "whsec_" + base64.b64encode(b"k" * 32).decode()

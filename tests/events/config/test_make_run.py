@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 START_DEADLINE = 120
 STOP_DEADLINE = 30
 

@@ -16,7 +16,7 @@ from django.utils import timezone
 from events.models import MailOutbox
 from events.services import delivery, scheduler
 from tests.events import factories
-from tests.events.test_ports import ALL_WIRED
+from tests.events.config.test_ports import ALL_WIRED
 
 
 class Inbox:
@@ -254,7 +254,7 @@ def test_backoff_doubles_and_is_capped():
 @pytest.mark.django_db(transaction=True)
 def test_two_deliverers_at_once_send_each_row_once(now, smtp, settings):
     """SKIP LOCKED claims: two delivery runs in two threads, every Message-ID arrives once."""
-    from tests.events.test_scheduler_concurrency import _run_in_threads
+    from tests.events.scheduler.test_scheduler_concurrency import _run_in_threads
 
     settings.EVENT_MAIL_BATCH = 5
     smtp.start()

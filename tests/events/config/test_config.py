@@ -17,7 +17,7 @@ import pytest
 from django.core.mail import EmailMessage, get_connection
 from django.core.management import call_command
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # interfaces.md → "Config knobs": every one is required by the code (no default).
 KNOBS = [

@@ -23,7 +23,7 @@ from events.errors import DomainError
 from events.models import Event, QuestionType, Registration, Stage, Ticket
 from events.services import events, intake, registrations
 from tests.events import factories
-from tests.events.test_intake import written
+from tests.events.intake.test_intake import written
 
 CONTACTS = ("name", "email", "phone", "company_name")
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from events.models import QuestionType
 from tests.events import factories
-from tests.events.test_intake import written
+from tests.events.intake.test_intake import written
 
 
 def run_settings(examples: int) -> settings:

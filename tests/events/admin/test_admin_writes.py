@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 APPS = ("events", "booths", "leads", "seams", "sms", "desk")
 TARGETS = {"save_model", "delete_model", "save_formset", "delete_queryset"}
 WRITES = {

@@ -34,7 +34,7 @@ from events.services import nudge, scheduler, seats
 from events.services import registrations as registration_services
 from events.services import templates as template_services
 from tests.events import factories
-from tests.events.test_ports import FlakyMailQueue, Published, RecordingSmsQueue, wire_ports
+from tests.events.config.test_ports import FlakyMailQueue, Published, RecordingSmsQueue, wire_ports
 
 MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
@@ -684,7 +684,7 @@ def test_cancelled_or_archived_events_are_not_run(actor, now):
 def test_queue_failure_rolls_back_its_batch_parks_the_scheduler_and_the_pass_goes_on(
     actor, now, settings
 ):
-    settings.EVENT_MAIL_QUEUE = "tests.events.test_ports.FlakyMailQueue"
+    settings.EVENT_MAIL_QUEUE = "tests.events.config.test_ports.FlakyMailQueue"
     settings.EVENT_MAIL_BATCH = 4
     template()
     broken_event = make_event(now + 10 * DAY)

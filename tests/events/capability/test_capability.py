@@ -24,7 +24,7 @@ from events.services import capability, links, registrations
 from tests.events import factories
 from tests.helpers import run_concurrently
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(autouse=True)

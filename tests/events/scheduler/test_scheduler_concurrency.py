@@ -23,7 +23,7 @@ from events.adapters import OutboxMailQueue
 from events.models import Mail, MailOutbox
 from events.services import scheduler
 from tests.events import factories
-from tests.events.test_ports import wire_ports
+from tests.events.config.test_ports import wire_ports
 
 DAY = timedelta(days=1)
 

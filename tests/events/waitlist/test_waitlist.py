@@ -38,7 +38,7 @@ from events.read import dashboard
 from events.services import capability, intake, nudge, registrations, seats, tickets, waitlist
 from events.services import events as event_services
 from tests.events import factories
-from tests.events.test_config import knob_values, manage  # noqa: F401 — a fixture, by name
+from tests.events.config.test_config import knob_values, manage  # noqa: F401 — a fixture, by name
 from tests.helpers import snapshot
 
 pytestmark = pytest.mark.django_db

@@ -22,7 +22,7 @@ from events.models import MailOutbox
 from events.services import nudge, scheduler
 from events.services import registrations as registration_services
 from tests.events import factories
-from tests.events.test_delivery import SmtpServer
+from tests.events.mail.test_delivery import SmtpServer
 from tests.helpers import start_celery_worker
 
 DEADLINE_SECONDS = 30

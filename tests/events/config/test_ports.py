@@ -25,7 +25,7 @@ from events.errors import PortNotWired, TemplateMissing
 from events.models import MailOutbox, Registration
 from tests.events import factories
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # --- test doubles (wired by dotted path with override_settings) ---------------------------------
 
@@ -81,8 +81,8 @@ BUILT_IN = {
 }
 ALL_WIRED = {
     **BUILT_IN,
-    "EVENT_SMS_QUEUE": "tests.events.test_ports.RecordingSmsQueue",
-    "EVENT_LEAD_SINK": "tests.events.test_ports.RecordingLeadSink",
+    "EVENT_SMS_QUEUE": "tests.events.config.test_ports.RecordingSmsQueue",
+    "EVENT_LEAD_SINK": "tests.events.config.test_ports.RecordingLeadSink",
 }
 
 

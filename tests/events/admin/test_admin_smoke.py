@@ -15,7 +15,7 @@ from django.utils import timezone
 from tests.events import factories
 
 MODELS = sorted(admin.site._registry, key=lambda m: m._meta.label)
-TESTS = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parents[2]
 
 
 def _linked_product():

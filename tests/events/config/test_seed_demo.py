@@ -49,7 +49,8 @@ def test_the_event_type_has_every_kind_of_template_line(seeded):
 
 
 def test_two_events_one_multi_slot_and_the_template_applied(seeded):
-    # (the third demo event, the sold-out one with a waiting list: tests/events/test_waitlist.py)
+    # (the third demo event, the sold-out one with a waiting list:
+    # tests/events/waitlist/test_waitlist.py)
     events = list(Event.objects.exclude(name=SOLD_OUT).order_by("name"))
     assert [(e.name, e.is_multi_slots, e.is_published) for e in events] == [
         ("Hands-on Django Workshops", True, True),

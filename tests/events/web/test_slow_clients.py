@@ -26,9 +26,9 @@ from django.urls import reverse
 from events.access_log import escape_controls
 from events.services import capability
 from tests.events import factories
-from tests.events.test_capability_server import get, procfile_web, server_env
+from tests.events.capability.test_capability_server import get, procfile_web, server_env
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SLOW_CLIENTS = 10
 ANSWER_DEADLINE = 1.0  # seconds: the "within 1 s"
 

@@ -19,7 +19,7 @@ from events.access_log import mask
 from events.services import capability
 from tests.events import factories
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 pytestmark = pytest.mark.slow
 
