@@ -146,7 +146,10 @@ def test_the_web_server_refuses_to_start_naming_the_seam_entry(free_port):
         ("t\u00f6ken", "sms.adapters.GatewaySmsQueue", True),  # not ASCII: no header at all
         ("", "sms.adapters.GatewaySmsQueue", True),  # the gateway would refuse every SMS
         ("", "events.ports.RefusingSmsQueue", False),  # no gateway wired: no token needed
-        (secrets.token_urlsafe(48), "sms.adapters.GatewaySmsQueue", False),
+        # a fresh token per run, under a fixed id: every xdist worker collects the same test
+        pytest.param(
+            secrets.token_urlsafe(48), "sms.adapters.GatewaySmsQueue", False, id="fresh-token"
+        ),
         ("abc.DEF~1+2/3==", "sms.adapters.GatewaySmsQueue", False),
     ],
 )
