@@ -66,12 +66,27 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 
 mkdir -p test-output
-rm -f test-output/junit-*.xml
+rm -f test-output/junit-*.xml test-output/serial-tests.txt
+# Each worker on its own fresh test database (test_<name>_gw0, _gw1, …), kept for the serial run.
+# loadgroup without reordering: the work units and their order are tests/parallel.py's.
 phase "pytest, parallel: everything but the serial tests ($WORKERS workers, real PostgreSQL and Redis)"
-run_pytest --create-db -q -m "not serial" -n "$WORKERS" --dist loadfile \
-  --junitxml=test-output/junit-parallel.xml "$@"
+run_pytest --create-db --reuse-db -q -m "not serial" -n "$WORKERS" \
+  --dist loadgroup --no-loadscope-reorder --junitxml=test-output/junit-parallel.xml "$@"
+
+# The serial tests of that selection (listed by tests/parallel.py), alone, on the first
+# worker's database (migrated, and emptied by its tests); the options of "$@" apply, its paths
+# were the selection.
 phase "pytest, serial: the tests that cannot share the machine (marker serial), alone"
-run_pytest --create-db -q -m serial --junitxml=test-output/junit-serial.xml "$@"
+serial=()
+if [ -f test-output/serial-tests.txt ]; then mapfile -t serial <test-output/serial-tests.txt; fi
+options=()
+for arg in "$@"; do
+  if [ ! -e "${arg%%::*}" ]; then options+=("$arg"); fi
+done
+if [ "${#serial[@]}" -gt 0 ]; then
+  TEST_DB_SUFFIX=gw0 run_pytest --reuse-db -q -m serial \
+    --junitxml=test-output/junit-serial.xml "${options[@]}" "${serial[@]}"
+fi
 phase ""
 echo "== the 15 slowest tests (setup + call + teardown, both runs)"
 $PY - <<'PY'
@@ -79,7 +94,8 @@ import glob
 import xml.etree.ElementTree as ET
 
 cases = [
-    (float(case.get("time") or 0), f"{case.get('classname')}::{case.get('name')}")
+    # xdist's loadgroup appends "@<group>" to the test's name
+    (float(case.get("time") or 0), f"{case.get('classname')}::{case.get('name').split('@')[0]}")
     for path in glob.glob("test-output/junit-*.xml")
     for case in ET.parse(path).iter("testcase")
 ]
