@@ -134,6 +134,11 @@ LONG = (
 )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist registers it too; a run without xdist (-p no:xdist) still sees these markers
+    config.addinivalue_line("markers", "xdist_group(name): pytest-xdist's work unit (loadgroup)")
+
+
 def _module(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
 

@@ -88,3 +88,63 @@ def test_a_port_in_use_is_skipped():
         busy = taken.getsockname()[1]
         ports = [parallel.free_port() for _ in range(parallel.PORT_BAND)]
     assert busy not in ports
+
+
+def test_every_module_the_schedule_names_exists():
+    """A renamed module would silently lose its place in the schedule (and, for the
+    connection-heavy ones, its protection from running beside another)."""
+    root = parallel.Path(parallel.__file__).resolve().parents[1]
+    missing = [m for m in (*parallel.CONNECTION_HEAVY, *parallel.LONG) if not (root / m).is_file()]
+    assert missing == []
+
+
+class _Item:
+    def __init__(self, nodeid: str, *marks: str) -> None:
+        self.nodeid = nodeid
+        self.marks = set(marks)
+        self.groups: list[str] = []
+
+    def get_closest_marker(self, name: str):
+        return name if name in self.marks else None
+
+    def add_marker(self, mark) -> None:
+        assert mark.name == "xdist_group"
+        self.groups.append(mark.args[0])
+
+
+class _Config:
+    def getoption(self, name: str, default=None):
+        return ""  # not the parallel run's selection: no serial list written
+
+
+def test_units_are_modules_the_connection_heavy_ones_one_unit_and_the_long_ones_first():
+    heavy_a, heavy_b = parallel.CONNECTION_HEAVY[:2]
+    long = parallel.LONG[0]
+    items = [
+        _Item("tests/a/test_plain.py::test_one"),
+        _Item("tests/a/test_plain.py::test_two"),
+        _Item("tests/b/test_slow.py::test_one", "slow"),
+        _Item(f"{long}::test_one"),
+        _Item(f"{heavy_b}::test_one"),
+        _Item(f"{heavy_a}::test_one"),
+        _Item("tests/a/test_plain.py::test_three"),
+    ]
+    parallel.pytest_collection_modifyitems(_Config(), items)
+    assert [item.nodeid for item in items] == [
+        f"{heavy_b}::test_one",  # the connection-heavy unit, modules as collected
+        f"{heavy_a}::test_one",
+        f"{long}::test_one",
+        "tests/b/test_slow.py::test_one",
+        "tests/a/test_plain.py::test_one",  # a module's tests keep their order
+        "tests/a/test_plain.py::test_two",
+        "tests/a/test_plain.py::test_three",
+    ]
+    assert [item.groups for item in items] == [
+        [parallel.CONNECTION_HEAVY_GROUP],
+        [parallel.CONNECTION_HEAVY_GROUP],
+        [long],
+        ["tests/b/test_slow.py"],
+        ["tests/a/test_plain.py"],
+        ["tests/a/test_plain.py"],
+        ["tests/a/test_plain.py"],
+    ]
