@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import socket
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
+from tests import parallel
 
 
 def pytest_configure(config):
@@ -91,9 +92,8 @@ def actor():
 
 @pytest.fixture
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on, of this xdist worker's own band (tests/parallel.py)."""
+    return parallel.free_port()
 
 
 def days(n: float) -> timedelta:

@@ -11,7 +11,6 @@ import io
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from pathlib import Path
 from django.conf import settings
 
 from sms.management.commands.sms_gateway_sink import make_handler
+from tests import parallel
 from tests.helpers import ROOT, database_url
 
 LIFTED_LIMITS = {"intake": (1_000_000_000, 60), "token": (1_000_000_000, 60)}
@@ -56,9 +56,8 @@ import_modules.connect(_shorten, sender=app, weak=False)
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port of this xdist worker's own band (tests/parallel.py)."""
+    return parallel.free_port()
 
 
 def process_env(env: Mapping[str, str], tmp: Path) -> dict[str, str]:

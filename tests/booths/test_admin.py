@@ -18,7 +18,7 @@ from events.models import EventAuditLog
 from tests.booths import factories
 from tests.booths.helpers import booths_snapshot
 from tests.events import factories as event_factories
-from tests.events.test_permissions import change_form_data
+from tests.events.admin.test_permissions import change_form_data
 
 pytestmark = pytest.mark.django_db
 

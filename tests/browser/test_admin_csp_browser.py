@@ -1,4 +1,5 @@
-"""The admin under the Content-Security-Policy, in a real browser (issue 9 finding 6): log in,
+"""The admin under the Content-Security-Policy, in a real browser (no inline script may run,
+so the admin's own widgets must work without one): log in,
 use a script-driven widget (the date/time shortcuts of the Event add page) and see no CSP
 violation reported by the browser. Screenshots go to test-output/screenshots/admin-csp-*.png.
 """

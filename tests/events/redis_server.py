@@ -5,7 +5,6 @@ test point at it, so other tests' `cache.clear()` cannot interfere and a test ma
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import time
 
@@ -16,12 +15,11 @@ from django.test import override_settings
 from kombu import pools
 
 from config.celery import app as celery_app
+from tests import parallel
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return parallel.free_port()  # this xdist worker's own band (tests/parallel.py)
 
 
 class RedisServer:

@@ -1,4 +1,4 @@
-"""The lead pass (issue 12, Must show 2, 3, 4 (sequential), 6, 7, 8): triggers, bases, dedup,
+"""The lead pass: triggers, bases, dedup (twice in sequence makes each lead once),
 a sink that raises, the limits and re-arming, the description, relink; and the core hook that
 queues the work inside the registration transaction."""
 
@@ -312,7 +312,7 @@ def test_a_pass_that_finds_the_request_locked_by_a_booking_comes_back_shortly(wo
     assert (after.registrations_walked, after.leads_created) == (2, 2)
 
 
-# --- Must show 2: triggers --------------------------------------------------------------------
+# --- triggers ---------------------------------------------------------------------------------
 
 
 @pytest.mark.django_db
@@ -373,7 +373,7 @@ def test_a_rule_of_another_event_or_inactive_does_not_apply(world, actor):
     assert elsewhere.pk and inactive.pk
 
 
-# --- Must show 3: bases -----------------------------------------------------------------------
+# --- bases ------------------------------------------------------------------------------------
 
 
 @pytest.mark.django_db
@@ -421,7 +421,7 @@ def test_order_basis_groups_by_partner_without_an_order_else_per_registration(wo
     assert Lead.objects.count() == 2
 
 
-# --- Must show 4 (sequential): twice --------------------------------------------------------
+# --- twice in sequence ----------------------------------------------------------------------
 
 
 @pytest.mark.django_db
@@ -441,7 +441,7 @@ def test_running_the_pass_twice_makes_each_lead_once(world, actor):
     assert rules
 
 
-# --- Must show 6: a sink that raises ----------------------------------------------------------
+# --- a sink that raises -----------------------------------------------------------------------
 
 
 class BrokenSink(LocalLeadSink):
@@ -507,7 +507,7 @@ def test_an_unwired_sink_parks_with_port_not_wired(world, actor):
     assert LeadRequest.objects.get().error_message.startswith("[port_not_wired]")
 
 
-# --- Must show 7: limits and re-arming ---------------------------------------------------------
+# --- limits and re-arming ----------------------------------------------------------------------
 
 
 @pytest.mark.django_db
@@ -564,7 +564,7 @@ def test_statements_per_batch_do_not_grow_with_the_batch(world, actor):
     assert statements(3) == statements(30)
 
 
-# --- Must show 8: description and relink ---------------------------------------------------
+# --- description and relink ----------------------------------------------------------------
 
 
 @pytest.mark.django_db

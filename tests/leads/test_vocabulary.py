@@ -1,4 +1,4 @@
-"""The closed predicate vocabulary (issue 12, Must show 1): every field/op matches and does not
+"""The closed predicate vocabulary: every field/op matches and does not
 match as specified; every malformed predicate is refused `invalid_predicate` naming it, writing
 nothing; a rule read back and saved again is unchanged (also as a hypothesis property)."""
 

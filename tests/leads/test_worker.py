@@ -1,4 +1,4 @@
-"""The lead pass in the background (issue 12, Must show 7's beat entry and Must show 9): beat's
+"""The lead pass in the background: beat's
 schedule carries the lead pass (merged from the overlay's hook, config never names it), and a
 real Celery worker started here runs the pass after a registration commit, nudged by name."""
 

@@ -1,4 +1,5 @@
-"""Database faults (issue 15, point 5), on the real PostgreSQL.
+"""Database faults on the real PostgreSQL: a dropped connection costs a 503 and a retry,
+never a 500, a half-stored request or a double effect.
 
 Backends are terminated with `pg_terminate_backend` from a separate connection, only on this
 run's own test database (its name is checked to start with `test_`):
@@ -26,7 +27,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -58,8 +58,9 @@ from events.models import (
 )
 from events.services import audit, nudge, registrations, scheduler, seats
 from seams.models import InboxStatus, SeamInbox, SeamOrder
+from tests import parallel
 from tests.events import factories
-from tests.events.test_ports import wire_ports
+from tests.events.config.test_ports import wire_ports
 from tests.helpers import ROOT, database_url, snapshot
 from tests.seams.host import URL as SEAM_URL
 from tests.seams.host import new_secret, order_message, signed_headers, ticket_line
@@ -505,9 +506,7 @@ def test_a_scheduler_pass_killed_mid_batch_resumes_and_queues_every_mail_once(se
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return parallel.free_port()  # this xdist worker's own band (tests/parallel.py)
 
 
 class Server:

@@ -1,4 +1,4 @@
-"""Probe (issue 15, point 2): a Celery worker SIGKILLed in the middle of its work, then a new
+"""Probe: a Celery worker SIGKILLed in the middle of its work, then a new
 worker; every message is queued once and delivered, every (rule, registration) has one lead.
 
 Real processes: Celery workers (solo pool) on the test database and a Redis of the test's own
@@ -44,8 +44,8 @@ from leads import services as lead_services
 from leads.models import Lead, LeadProvenance, LeadProvenanceRegistration, LeadRequest
 from sms.models import SmsOutbox, SmsState
 from tests.events import factories
+from tests.events.mail.test_delivery import Inbox, SmtpServer
 from tests.events.redis_server import own_redis  # noqa: F401 — a fixture: the test's own Redis
-from tests.events.test_delivery import Inbox, SmtpServer
 from tests.helpers import kill_worker, start_celery_worker
 from tests.sms.gateway import TOKEN
 from tests.stack import RecordingGateway

@@ -1,4 +1,4 @@
-"""Probes of the lead pass under concurrency (issue 12, Must show 4 and 5): two passes at the
+"""Probes of the lead pass under concurrency: two passes at the
 same instant make every lead exactly once; a walker whose lease expired while it held a batch
 cannot write (its transaction is refused by the fencing check) and the batch is redone by the
 new holder without duplicates. Real threads, one connection each, released by a barrier."""

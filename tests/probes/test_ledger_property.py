@@ -1,4 +1,5 @@
-"""Ledger property (issue 17, must-show 4): random sequences of register / confirm / cancel /
+"""Ledger property (the seat ledger is never oversold and always equals a recount): random
+sequences of register / confirm / cancel /
 reset_to_draft (and mark_attended / undo_attendance, which move seats between reserved and
 used) on events with random limits — the event's (per slot on a multi-slot event), each
 ticket's (per (slot, ticket) on a multi-slot event) — built through the public verbs.

@@ -1,4 +1,5 @@
-"""Probe (issue 15, point 3): more than one machine, simulated here.
+"""Probe: more than one machine, simulated here (every promise must hold when web, worker
+and beat processes run side by side, beat included twice by mistake).
 
 Three web processes (gunicorn as the Procfile runs it, one worker each, each on its own port),
 three Celery workers and two `celery beat` processes — the misconfiguration of two hosts that
@@ -19,14 +20,14 @@ Both events have an after_sub mail and an after_sub SMS (the confirmation) and t
 out one an SMS reminder; a lead rule applies to every event. The workers queue and deliver
 what the web processes' registrations and the beats' ticks ask for.
 
-Then everything is drained and stopped, and the test checks the invariants of point 1 and the
-messaging promises: no oversell (`seats.audit()` clean, taken ≤ max); one effect per seam
-message id, orders converged, a booth confirmed for one order at most; one booking per
-Idempotency-Key; an attendee admitted once; one lead per (rule, registration); every outbox
-row sent and received exactly once (Message-ID at the SMTP server, reference at the gateway);
-nothing lost (every registration that got a 201 has its confirmation mail and SMS delivered).
-What the second beat costs is counted from the processes' logs: each beat publishes every
-safety-net task at each tick, so the workers run twice the beat-driven passes; the extra runs
+Then everything is drained and stopped, and the test checks the invariants of
+tests/probes/test_model_checked.py and the messaging promises: no oversell (`seats.audit()` clean,
+taken ≤ max); one effect per seam message id, orders converged, a booth confirmed for one order at
+most; one booking per Idempotency-Key; an attendee admitted once; one lead per (rule, registration);
+every outbox row sent and received exactly once (Message-ID at the SMTP server, reference at the
+gateway); nothing lost (every registration that got a 201 has its confirmation mail and SMS
+delivered). What the second beat costs is counted from the processes' logs: each beat publishes
+every safety-net task at each tick, so the workers run twice the beat-driven passes; the extra runs
 find nothing to do (no duplicate effect, checked above).
 """
 
@@ -74,8 +75,8 @@ from seams.models import InboxStatus, SeamInbox
 from sms.models import SmsOutbox, SmsState
 from tests.booths import factories as booth_factories
 from tests.events import factories
+from tests.events.mail.test_delivery import SmtpServer
 from tests.events.redis_server import own_redis  # noqa: F401 — a fixture: the test's own Redis
-from tests.events.test_delivery import SmtpServer
 from tests.helpers import run_concurrently, start_celery_worker
 from tests.seams.host import URL as SEAM_URL
 from tests.seams.host import new_secret, order_message, signed_headers, ticket_line

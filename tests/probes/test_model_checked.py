@@ -1,4 +1,4 @@
-"""Model-checked state (issue 15, point 1): a hypothesis state machine drives the real services
+"""Model-checked state: a hypothesis state machine drives the real services
 — registrations and their transitions, the seat engine and staff changes of seat limits,
 signed sale-seam messages through `seams.services.receive` (duplicates, out-of-order versions,
 replays, a forged signature), booth bookings (staff verbs and orders' booth lines) and desk

@@ -1,4 +1,5 @@
-"""Round trips per booking, counted on the wire (issue 17): a booking of 1 or n attendees
+"""Round trips per booking, counted on the wire (the booking's latency is its waits for
+PostgreSQL): a booking of 1 or n attendees
 costs one wait for PostgreSQL whatever the event carries — one statement, its own transaction,
 that takes the Event lock, checks the inputs the booking decided on and writes everything
 (events/services/registrations.py); a refusal costs the same. The first booking of an event in

@@ -24,9 +24,10 @@ route is never cacheable; an anonymous visitor never gets a 2xx from the desk. T
 are reached (a valid token answers 200, a real barcode scans, a valid registration is taken:
 `test_the_valid_requests_reach_the_deep_paths`), so the fuzz is not only the 404 path.
 
-The seam (tests/probes/test_seam_fuzz.py), the intake (tests/events/test_intake_properties.py)
-and the waiting list / self-cancel (tests/events/test_self_service_hostile.py) have their own
-in-depth fuzzers; this file goes wide over every route instead.
+The seam (tests/probes/test_seam_fuzz.py), the intake
+(tests/events/intake/test_intake_properties.py) and the waiting list / self-cancel
+(tests/events/attendee_pages/test_self_service_hostile.py) have their own in-depth fuzzers; this
+file goes wide over every route instead.
 
 Defects this file found, each fixed and kept here by its own deterministic test:
   D1  the desk's JSON verbs answered a 500 to a body nested deeper than the JSON parser's

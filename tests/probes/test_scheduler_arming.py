@@ -24,7 +24,7 @@ from events.services import events as event_services
 from events.services import nudge, scheduler
 from events.services import registrations as registration_services
 from tests.events import factories
-from tests.events.test_ports import Published, wire_ports
+from tests.events.config.test_ports import Published, wire_ports
 
 DAY = timedelta(days=1)
 

@@ -1,4 +1,4 @@
-"""Sale seam under property-based fuzzing (Must-show 8): bodies and headers from hypothesis.
+"""Sale seam under property-based fuzzing: bodies and headers from hypothesis.
 
 Properties: the seam never answers 500 (except where a failure is injected, and then nothing
 is stored); every refusal before the inbox (400, 401, 413, 503) writes nothing; a 200 or 409

@@ -1,4 +1,4 @@
-"""Probe (issue 13 "must show" 2 and 4): SMS go out exactly once under concurrency.
+"""Probe: SMS go out exactly once under concurrency.
 
 - Two scheduler passes at once hand every (scheduler, registration) SMS to the queue port once:
   counted at the port (before the outbox's ON CONFLICT could hide a duplicate).

@@ -1,4 +1,5 @@
-"""Probe (issue 13 "must show" 3): the sms arm fails loud, never silent.
+"""Probe: the sms arm fails loud, never silent (an unwired SMS port must stop start-up or
+park the scheduler, never drop messages quietly).
 
 - The HTTP gateway adapter selected with EVENT_SMS_GATEWAY_URL unset or empty: start-up refuses
   naming the knob (the system check every `manage.py` command runs, and the WSGI application).
@@ -19,7 +20,7 @@ from events.models import EventAuditLog, Mail, MailRegistration
 from events.services import scheduler
 from sms.models import SmsOutbox
 from tests.events import factories
-from tests.events.test_config import ROOT, manage
+from tests.events.config.test_config import ROOT, manage
 from tests.sms.gateway import GATEWAY, wire
 
 KNOB = "EVENT_SMS_GATEWAY_URL"

@@ -1,19 +1,19 @@
-"""Probe (issue 18, must-show 3, 4, 5): the waiting list under real concurrency and a real
+"""Probe: the waiting list under real concurrency (freed seats, accepts, expiry) and a real
 SIGKILLed worker. Real threads (one database connection each) released by one barrier, under
 `django_db(transaction=True)`; a real Celery worker (solo pool) on the test database and a Redis
 of the test's own.
 
-- 3: ten seats freed at once (ten cancellations in ten threads, each followed by an offer pass,
-  with five more threads running offer passes from the start) while fifty people wait, twenty
-  times: exactly ten offers, to the first ten entries in joining order, each seat held once
-  (ledger `held` = offers, `seats.audit` empty), one mail per offer, and the public intake
-  answers `sold_out` during the offer window. Control: a pass that reads the free seats without
-  the Event lock and holds without the ledger's check offers one seat twice.
-- 4: an offer accepted twice at once registers once (both answers name the same registration);
-  an accept racing the expiry pass either registers or expires, never both.
-- 5: a worker SIGKILLed between holding a seat and queuing the offer mail (it is parked on the
-  outbox insert: the test holds an uncommitted row with the same idempotency key) leaves
-  nothing behind; the next pass (beat's task, on a new worker) offers and mails exactly once.
+- Freed seats: ten seats freed at once (ten cancellations in ten threads, each followed by an offer
+  pass, with five more threads running offer passes from the start) while fifty people wait, twenty
+  times: exactly ten offers, to the first ten entries in joining order, each seat held once (ledger
+  `held` = offers, `seats.audit` empty), one mail per offer, and the public intake answers
+  `sold_out` during the offer window. Control: a pass that reads the free seats without the Event
+  lock and holds without the ledger's check offers one seat twice.
+- Accepts: an offer accepted twice at once registers once (both answers name the same
+  registration); an accept racing the expiry pass either registers or expires, never both.
+- A killed worker: a worker SIGKILLed between holding a seat and queuing the offer mail (it is
+  parked on the outbox insert: the test holds an uncommitted row with the same idempotency key)
+  leaves nothing behind; the next pass (beat's task, on a new worker) offers and mails exactly once.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ from events.services import (
     waitlist_nudge,
 )
 from tests.events import factories
+from tests.events.mail.test_delivery import SmtpServer
 from tests.events.redis_server import own_redis  # noqa: F401 — a fixture: the test's own Redis
-from tests.events.test_delivery import SmtpServer
 from tests.helpers import database_url, run_concurrently, start_celery_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -113,7 +113,7 @@ def intake_answer(event) -> str:
     return "registered"
 
 
-# --- must-show 3 -------------------------------------------------------------------------------
+# --- ten seats freed at once, fifty waiting ----------------------------------------------------
 
 
 def test_ten_seats_freed_at_once_go_to_the_first_ten_entries_exactly_once(actor):
@@ -185,7 +185,7 @@ def test_control_a_pass_without_the_lock_offers_one_seat_twice(actor):
     assert seats.audit(event=event) != []  # two holds, one offered entry
 
 
-# --- must-show 4 -------------------------------------------------------------------------------
+# --- an offer accepted twice; an accept racing the expiry --------------------------------------
 
 
 def offered_entry(actor):
@@ -251,7 +251,7 @@ def _accept_or_expire(actor) -> str:
     return entry.state
 
 
-# --- must-show 5 -------------------------------------------------------------------------------
+# --- a worker killed between the hold and the mail ---------------------------------------------
 
 DEADLINE = 40.0  # seconds for any wait on another process: a stuck worker fails the test
 

@@ -1,4 +1,5 @@
-"""Booth lines of host orders through the signed webhook (issue 11, Must show 4 and 5; the
+"""Booth lines of host orders through the signed webhook (a booth confirmed for one order at
+most, released when the order is cancelled; the
 booths overlay's handler registered at `events.hooks.sale_order_lines["booth"]`)."""
 
 from __future__ import annotations

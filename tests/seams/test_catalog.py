@@ -1,4 +1,4 @@
-"""Must-show 9: the catalog read over `event_linked_products` (spec-overlay.md §6)."""
+"""The catalog read over `event_linked_products` (spec-overlay.md §6)."""
 
 from __future__ import annotations
 

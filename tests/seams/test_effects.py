@@ -1,4 +1,4 @@
-"""Must-show 2–7: exactly once, out of order, mint counts, contacts, parking and replay, and
+"""The seam's effects: exactly once, out of order, mint counts, contacts, parking and replay, and
 an unexpected error storing nothing."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Must-show 10: the example sender (scripts/send_webhook.py) against the real served stack
+"""The example sender (scripts/send_webhook.py) against the real served stack
 (the Procfile's gunicorn line on the test database): `applied`, then `duplicate` for the same id.
 """
 
@@ -14,7 +14,7 @@ import pytest
 from events.models import Registration
 from seams.models import SeamInbox
 from tests.events import factories as ev
-from tests.events.test_capability_server import get, procfile_web, server_env
+from tests.events.capability.test_capability_server import get, procfile_web, server_env
 from tests.seams.host import new_secret
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,5 @@
-"""Must-show 1: the checks of §1.1 in their order, nothing stored on a refusal; rotation."""
+"""The seam's transport: the checks of spec-overlay.md §1.1 in their order, nothing stored on
+a refusal; secret rotation."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ at the test's own pytest-httpserver, with a known token. tests/sms/conftest.py m
 
 from __future__ import annotations
 
-from tests.events.test_ports import wire_ports
+from tests.events.config.test_ports import wire_ports
 
 TOKEN = "sms-gateway-token-4f9c1e"  # distinctive, so a leak into a log line is found
 GATEWAY = "sms.adapters.GatewaySmsQueue"

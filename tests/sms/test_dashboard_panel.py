@@ -1,5 +1,5 @@
 """The SMS panel of the event dashboard counts the event's rows (how it reads them:
-tests/events/test_outbox_of_event.py)."""
+tests/events/mail/test_outbox_of_event.py)."""
 
 from __future__ import annotations
 

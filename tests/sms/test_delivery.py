@@ -1,5 +1,6 @@
 """Delivery of the SMS outbox to a real local HTTP gateway (pytest-httpserver) (spec.md §11,
-spec-overlay.md §4; issue 13 "must show" 2).
+spec-overlay.md §4): sent once, retried with backoff on 5xx, 429, 408 and timeouts, failed for
+good on another 4xx.
 
 Time is passed to `deliver_outbox(now=…)`, so a backed-off row is due exactly when its
 `next_attempt_at` says, without waiting.

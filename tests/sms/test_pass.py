@@ -1,5 +1,5 @@
 """The sms branch of the scheduler pass with the built-in gateway outbox (spec-overlay.md §4,
-spec.md §6; issue 13 "must show" 1, 4 and 5): one SMS per eligible registration, rendered and
+spec.md §6): one SMS per eligible registration, rendered and
 E.164, `skipped_no_phone` counted and not retried, mail and sms schedulers side by side, and
 postponement re-arming sent SMS reminders exactly like mail ones.
 """

@@ -1,0 +1,1 @@
+"""The staff admin: pages, guards, permissions, the write paths, the index."""

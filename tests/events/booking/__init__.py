@@ -1,0 +1,1 @@
+"""Booking: registrations, the booking statement, the seat engine, the factories."""

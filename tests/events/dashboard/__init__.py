@@ -1,0 +1,1 @@
+"""The event dashboard and the attendee exports."""

@@ -1,0 +1,1 @@
+"""The communication scheduler pass: sequential, set-based, concurrent, and its staff surface."""
