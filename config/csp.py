@@ -6,7 +6,7 @@ nonce and no per-view decorator, so the text changes only with the settings. `CS
 keeps it per header and builds it again after a change of either policy setting
 (`setting_changed`, which tests' `override_settings` sends). A request that used a nonce, or a
 response a django-csp decorator marked, goes through django-csp's own code. Otherwise the
-headers are set exactly as django-csp sets them (tests/events/test_csp.py compares both).
+headers are set exactly as django-csp sets them (tests/events/web/test_csp.py compares both).
 """
 
 from __future__ import annotations

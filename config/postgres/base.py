@@ -14,7 +14,7 @@ tzinfo object (`datetime.timezone.utc`). `UtcTimestamptzLoader` hands each value
 when its connection's session is in UTC, and parses as Django does otherwise (a session whose
 TimeZone someone changed, psycopg's pure-Python build). The backend registers it only where
 Django's own choice would be UTC (USE_TZ, connection timezone UTC); anything else keeps Django's
-loader. tests/events/test_postgres_backend.py compares both loaders' values.
+loader. tests/events/database/test_postgres_backend.py compares both loaders' values.
 
 Django checks, for every cursor, that the connection's loader carries the connection's timezone
 (`timezone`); this loader does, so no cursor copies the adapters map to register Django's.

@@ -5,8 +5,8 @@
 - `run_verb`: an admin action calls a service per object and reports each typed refusal.
 - `ServiceAdmin` / `ServiceInline` + `RowVerbs`: a config model edited in the admin (and each
   row of its inlines) is created, updated and deleted by service verbs only; `form_fields`
-  hands a verb the fields the form changed. tests/events/test_admin_writes.py checks that every
-  `save_model`/`delete_model`/`save_formset`/`delete_queryset` override calls a service.
+  hands a verb the fields the form changed. tests/events/admin/test_admin_writes.py checks that
+  every `save_model`/`delete_model`/`save_formset`/`delete_queryset` override calls a service.
 Business rules never live here: these classes only route to services and show their errors.
 """
 

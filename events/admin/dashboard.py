@@ -16,7 +16,7 @@ Invariants:
   as a table;
 - live during the event: from an hour before the start to the end the page reloads itself
   every minute (a meta refresh), so the check-in progress follows the door without a script;
-- the query count does not depend on the number of registrations (tests/events/
+- the query count does not depend on the number of registrations (tests/events/dashboard/
   test_dashboard.py measures it at 10 and 5,000).
 """
 

@@ -116,7 +116,7 @@ class BookingReads:
 
 
 # The registration ids' sequence (PostgreSQL names an identity column's sequence
-# <table>_<column>_seq; tests/events/test_registrations.py checks it against
+# <table>_<column>_seq; tests/events/booking/test_registrations.py checks it against
 # pg_get_serial_sequence). `events_booking_lock` draws from it by this name.
 REGISTRATION_SEQUENCE = f"{Registration._meta.db_table}_id_seq"
 

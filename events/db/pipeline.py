@@ -285,8 +285,8 @@ def _autocommit_off_in_transaction(raw) -> bool:
     flag in `_autocommit` and reads it to decide whether a statement must send BEGIN first —
     never with a transaction open — and not at COMMIT or ROLLBACK; the atomic block's end sets
     it again through the setter, the transaction then over. False, and nothing changed, when
-    that attribute is not there (another psycopg version): tests/events/test_pipeline.py says
-    so."""
+    that attribute is not there (another psycopg version):
+    tests/events/database/test_pipeline.py says so."""
     if not isinstance(getattr(raw, "_autocommit", None), bool):
         return False
     raw._autocommit = False

@@ -387,8 +387,9 @@ def test_the_write_statement_of_an_intake_shaped_booking_is_converted_once(monke
 # --- a sale-seam message ------------------------------------------------------------------------
 
 # Django's health check (SELECT 1); BEGIN; the inbox insert; SAVEPOINT (parking's); the order
-# lock; its tickets (plain statements of the overlay's own, one each); live counts + once-per-order questions; the booking's lock + reads; its writes; the
-# order's version; RELEASE; COMMIT.
+# lock; its tickets (plain statements of the overlay's own, one each); live counts +
+# once-per-order questions; the booking's lock + reads; its writes; the order's version;
+# RELEASE; COMMIT.
 SEAM_MESSAGE_ROUND_TRIPS = 12
 
 
