@@ -8,8 +8,8 @@ core calls each hook inside the same transaction as the change. Never Django sig
 - `registrations_changed(registrations, actor)`: after registrations are created or change state
   (the leads overlay upserts the event's lead request). Until that overlay is installed the
   list is empty and nothing happens. A hook that only writes can be a `RidingHook`: the
-  booking (registrations.register) and a transition (registrations._transition) then call its
-  `ride` before they send their write statement, and the statements `ride` returns
+  booking (registrations.register) and a transition (registrations.transitions._transition)
+  then call its `ride` before they send their write statement, and the statements `ride` returns
   (events.db.rows.Rider) run inside that statement, in the same snapshot as the verb's
   own writes; every other caller calls the hook as usual. The booking and the transitions
   call the other hooks after their writes were sent, so a hook that reads sees them (a

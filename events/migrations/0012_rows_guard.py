@@ -3,7 +3,7 @@
 `events_rows_guard(changed, expected, what)` raises (SQLSTATE P0001, message
 `events_rows_missing`, detail naming `what`) when a statement's data-modifying CTE changed
 another number of rows than `expected`. A check made by the statement can have a COMMIT queued
-right behind it in the same round trip (a transition's writes, registrations._transition): the
+right behind it in the same round trip (a transition's writes, registrations.transitions._transition): the
 server skips that COMMIT when the check fails, where a check made by the client after reading
 the answer would come after the COMMIT ran.
 """

@@ -468,7 +468,8 @@ def send_apply(*, event: Event, holds: Iterable[Hold], guarded: bool = False) ->
     pipeline's sync). `guarded`: the statement checks itself that it changed every ledger row
     it should (the guard of `send_reserve`, with no limit): a missing row then fails the
     statement, which `refusals()` turns into RuntimeError, so a COMMIT may be queued right
-    behind it (registrations._transition); unguarded, `result()` finds it after the answer."""
+    behind it (registrations.transitions._transition); unguarded, `result()` finds it after the
+    answer."""
     return _send_apply(event, holds, guard=(0, []) if guarded else None)
 
 

@@ -176,8 +176,8 @@ def test_a_transition_rides_the_request_and_nudges_once_only_after_its_commit(
     (reg,) = registration_services.register(event=event, attendees=[{"name": "A"}], actor=actor)
     LeadRequest.objects.filter(event=event).update(cursor=reg.pk + 50)  # the scan must lower it
     if refused:  # the row's statement refuses (its UPDATE made to miss the row)
-        missing = registration_services._transition_sql().replace("id = %s", "id = -%s")
-        monkeypatch.setattr(registration_services, "_transition_sql", lambda: missing)
+        missing = registration_services.transitions._transition_sql().replace("id = %s", "id = -%s")
+        monkeypatch.setattr(registration_services.transitions, "_transition_sql", lambda: missing)
     with (
         mock.patch.object(nudge, "_send") as sent,
         django_capture_on_commit_callbacks(execute=True),

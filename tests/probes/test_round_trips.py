@@ -2,9 +2,9 @@
 PostgreSQL): a booking of 1 or n attendees
 costs one wait for PostgreSQL whatever the event carries — one statement, its own transaction,
 that takes the Event lock, checks the inputs the booking decided on and writes everything
-(events/services/registrations.py); a refusal costs the same. The first booking of an event in
-a thread reads its inputs first (one more); stale inputs cost the refused statement, then BEGIN
-with the lock and the inputs, the statement again, COMMIT. Inside a caller's transaction:
+(events/services/registrations/booking.py); a refusal costs the same. The first booking of an
+event in a thread reads its inputs first (one more); stale inputs cost the refused statement,
+then BEGIN with the lock and the inputs, the statement again, COMMIT. Inside a caller's transaction:
 SAVEPOINT; the statement; RELEASE (with `savepoint=False`: the lock and the inputs; the
 statement).
 

@@ -397,7 +397,7 @@ def test_a_barcode_drawn_twice_reruns_the_message_once_with_new_barcodes(monkeyp
         handed.append(existing.barcode if not handed else str(secrets.randbits(64)))
         return handed[-1]
 
-    monkeypatch.setattr(reg_services, "new_barcode", barcode)
+    monkeypatch.setattr(reg_services.booking, "new_barcode", barcode)
     document = order_message(ref="SO-BC", lines=[ticket_line(ticket, 2, ref="SO-BC/1")])
     result = record_and_apply(message_id="msg_bc", document=document, message=parse(document))
 

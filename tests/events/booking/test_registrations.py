@@ -328,7 +328,7 @@ def _collide_once(monkeypatch, taken: str) -> list[str]:
         handed.append(next(given))
         return handed[-1]
 
-    monkeypatch.setattr(registrations, "new_barcode", barcode)
+    monkeypatch.setattr(registrations.booking, "new_barcode", barcode)
     return handed
 
 
@@ -551,8 +551,8 @@ def test_a_transition_whose_update_changes_no_row_commits_nothing(actor, monkeyp
     (reg,) = registrations.register(event=event, attendees=[{"name": "A"}], actor=actor)
     LeadRequest.objects.filter(event=event).delete()  # the transition's rider would write it
     before = snapshot(event)
-    missing = registrations._transition_sql().replace("WHERE id = %s", "WHERE id = -%s")
-    monkeypatch.setattr(registrations, "_transition_sql", lambda: missing)
+    missing = registrations.transitions._transition_sql().replace("WHERE id = %s", "WHERE id = -%s")
+    monkeypatch.setattr(registrations.transitions, "_transition_sql", lambda: missing)
 
     with pytest.raises(RuntimeError, match=f"registration {reg.pk} was not updated"):
         registrations.mark_attended(registration=reg, actor=actor)

@@ -1,0 +1,270 @@
+"""The state machine of spec.md §4 after creation: confirm, mark attended, undo attendance,
+cancel, reset to draft, archive and unarchive. Each locks the Event row and the registration,
+decides on the locked row, moves the seat ledger, writes the row with its audit, and runs the
+overlays' hooks in the same transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import cache
+from typing import Any
+
+from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
+
+from events import hooks
+from events.db import locks, pipeline
+from events.db import rows as sql_rows
+from events.db.dberrors import guard_refusal
+from events.errors import (
+    ArchiveRefused,
+    InvalidTransition,
+    RegistrationsClosed,
+    ValidationFailed,
+)
+from events.models import (
+    Event,
+    EventAuditLog,
+    KanbanState,
+    Registration,
+)
+from events.services import audit, scheduler, seats, waitlist_nudge
+from events.services.registrations.rules import AUDIT_VERBS, CANCEL_SOURCES, TRANSITIONS, S
+
+# --- transitions ---------------------------------------------------------------------------
+
+
+def _transition(
+    registration: Registration,
+    to: str,
+    verb: str,
+    actor: Any,
+    *,
+    now=None,
+    cancel_source="",
+    recheck: Callable[[Event, Registration], None] | None = None,
+    audit_also: Sequence[EventAuditLog] = (),
+) -> Registration:
+    """`recheck(event, registration)` runs first on the locked rows: the caller's own gates on
+    what may have changed since it decided to call (the desk's scan answer); it refuses by
+    raising, and nothing is written. `audit_also`: the caller's own audit rows, written with
+    the transition's in the same statement and transaction."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        # With the locks, what the transition's followers need: the after_sub schedulers of a
+        # draft being confirmed (the one way from draft into `open`), whether someone waits for
+        # a seat it may free.
+        reads = locks.lock_for_transition(
+            registration.event_id,
+            registration.pk,
+            after_sub=verb == "confirm",
+            waiting=to in (S.CANCEL, S.DRAFT),
+        )
+        event, reg = reads.event, reads.registration
+        if recheck is not None:
+            recheck(event, reg)
+        source = reg.state
+        if TRANSITIONS.get((source, to)) != verb:
+            raise InvalidTransition(
+                f"A registration cannot go from {source} to {to} by {verb}.",
+                state=source,
+                to=to,
+            )
+        if to in (S.OPEN, S.DONE) and event.kanban_state == KanbanState.CANCEL:
+            # spec.md §4: nothing enters open/done on a cancelled event (attendance included).
+            raise RegistrationsClosed("The event is cancelled.")
+        if not reg.active and (source, to) in ((S.DRAFT, S.OPEN),):
+            raise InvalidTransition("An archived registration cannot be confirmed.", state=source)
+
+        hold = _ledger_delta(source, to, reg) if reg.active else None
+        reg.state = to
+        # Who cancelled (staff / order) decides the seam's mint count; leaving `cancel` clears it.
+        reg.cancel_source = cancel_source if to == S.CANCEL else ""
+        if to == S.OPEN and reg.confirmed_at is None:
+            reg.confirmed_at = now
+        if to == S.DONE and reg.date_closed is None:
+            reg.date_closed = now
+        audit_rows = [
+            audit.entry(
+                actor=actor, verb=AUDIT_VERBS[verb], registration=reg, data={"state": [source, to]}
+            ),
+            *audit_also,
+        ]
+        if reg.active and source in (S.OPEN, S.DONE) and to in (S.CANCEL, S.DRAFT):
+            # A seat is free: nudge the waiting list after commit.
+            waitlist_nudge.seats_freed(event, someone_waits=reads.someone_waits)
+        opening = to == S.OPEN and source == S.DRAFT
+        # The overlays' hooks that only write ride in the row's statement (events.hooks).
+        riders, other_hooks = hooks.ride(hooks.registrations_changed, [reg], actor)
+        # The seats, the row with the audit rows and the riders, the after_sub rows, then
+        # COMMIT: one round trip. Each statement checks itself (a reserve's limits, a ledger or
+        # registration row not there), so a failure skips what is queued behind it; a refusal
+        # surfaces at the block's end (seats.refusals). The COMMIT is only queued when the
+        # transaction is the transition's own and no other hook follows (`Pipeline.commit`).
+        ledger: Any = None
+        cursors: list[Any] = []
+        try:
+            with (
+                seats.refusals(reg.slot_id, reg.ticket),
+                _row_guard(reg),
+                pipeline.pipelined(own_transaction=True) as pipe,
+            ):
+                if reg.active and opening:
+                    ledger = seats.send_reserve(
+                        event=event, slot_id=reg.slot_id, ticket=reg.ticket, count=1
+                    )
+                elif hold is not None:
+                    ledger = seats.send_apply(event=event, holds=[hold], guarded=True)
+                if ledger is not None and ledger.cursor is not None:
+                    cursors.append(ledger.cursor)  # closed by check() / result(), or below
+                cursors.append(_send_transition(reg, audit_rows, riders))
+                if opening:
+                    scheduler.registrations_opened(
+                        event=event, registrations=[reg], now=now, schedulers=reads.after_sub
+                    )
+                if not other_hooks:
+                    pipe.commit()
+            if isinstance(ledger, seats.Reservation):
+                ledger.check()  # the counters it produced (the check itself ran in the statement)
+            elif ledger is not None:
+                # The rows it changed. Its own statement refused a missing row before the
+                # COMMIT queued behind it; result()'s count check cannot fail after that.
+                ledger.result()
+            sql_rows.read_riders(cursors[-1].fetchone(), riders)
+        finally:
+            for cursor in cursors:
+                cursor.close()
+        hooks.run(other_hooks, [reg], actor)
+    return reg
+
+
+@cache
+def _transition_sql() -> str:
+    """The transition's UPDATE as the CTE `updated`, and the statement's answer: the check that
+    it changed the row (`events_rows_guard`, migration events/0012_rows_guard: the row is
+    locked, so anything else is a defect, refused before the COMMIT queued behind it). The
+    riders' counts follow (`rows.rider_columns`)."""
+    table = connection.ops.quote_name(Registration._meta.db_table)
+    # S608: built from constants (the table name from model meta); values are params.
+    return f"""WITH updated AS (
+        UPDATE {table}
+           SET state = %s, cancel_source = %s, confirmed_at = %s, date_closed = %s,
+               updated_at = %s
+         WHERE id = %s
+     RETURNING id
+    )
+    SELECT events_rows_guard((SELECT count(*) FROM updated), 1, 'registration')"""  # noqa: S608
+
+
+def _send_transition(
+    reg: Registration, audit_rows: Sequence[EventAuditLog], riders: Sequence[sql_rows.Rider]
+):
+    """Send what a transition may change (state, cancel_source, confirmed_at, date_closed and
+    updated_at), all five whatever changed, with its audit rows and the riding hooks' CTEs, as
+    one statement: fixed, prepared by psycopg, where `save(update_fields=…)` compiled an UPDATE
+    per combination on every call. The row is locked, so writing back an unchanged column's
+    value loses nothing. The statement checks itself that it updated the row
+    (`_transition_sql`). Returns its cursor, open: it answers one row, the check's 0 and the
+    riders' counts (rows.read_riders)."""
+    reg.updated_at = timezone.now()
+    values = [reg.state, reg.cancel_source, reg.confirmed_at, reg.date_closed, reg.updated_at]
+    return sql_rows.send(
+        [
+            sql_rows.insert_statement(list(audit_rows)),
+            (_transition_sql() + sql_rows.rider_columns(riders), [*values, reg.pk]),
+        ],
+        riders,
+    )
+
+
+@contextmanager
+def _row_guard(reg: Registration) -> Iterator[None]:
+    """Inside: the row check of `_send_transition` failing comes out as RuntimeError."""
+    try:
+        yield
+    except DatabaseError as exc:
+        message, detail = guard_refusal(exc)
+        if message != "events_rows_missing":
+            raise
+        raise RuntimeError(f"registration {reg.pk} was not updated ({detail})") from exc
+
+
+def _ledger_delta(source: str, to: str, reg: Registration) -> seats.Hold | None:
+    held: dict[str, str] = {S.OPEN: "reserved", S.DONE: "used"}
+    delta = {"reserved": 0, "used": 0}
+    if source in held:
+        delta[held[source]] -= 1
+    if to in held:
+        delta[held[to]] += 1
+    if not any(delta.values()):
+        return None
+    return seats.hold_for(reg, **delta)
+
+
+def confirm(*, registration: Registration, actor: Any) -> Registration:
+    return _transition(registration, S.OPEN, "confirm", actor)
+
+
+def mark_attended(
+    *,
+    registration: Registration,
+    actor: Any,
+    now=None,
+    recheck: Callable[[Event, Registration], None] | None = None,
+    audit_also: Sequence[EventAuditLog] = (),
+) -> Registration:
+    """`recheck` and `audit_also`: see `_transition` (the desk admits through them)."""
+    return _transition(
+        registration,
+        S.DONE,
+        "mark_attended",
+        actor,
+        now=now,
+        recheck=recheck,
+        audit_also=audit_also,
+    )
+
+
+def undo_attendance(*, registration: Registration, actor: Any) -> Registration:
+    return _transition(registration, S.OPEN, "undo_attendance", actor)
+
+
+def cancel(*, registration: Registration, actor: Any, source: str = "staff") -> Registration:
+    """`source` is who cancelled: "staff" (the default) or "order" (a host order cancellation)."""
+    if source not in CANCEL_SOURCES:
+        raise ValidationFailed(f"Unknown cancel source {source!r}.", code="invalid_value")
+    return _transition(registration, S.CANCEL, "cancel", actor, cancel_source=source)
+
+
+def reset_to_draft(*, registration: Registration, actor: Any) -> Registration:
+    return _transition(registration, S.DRAFT, "reset_to_draft", actor)
+
+
+def _set_active(registration: Registration, active: bool, actor: Any) -> Registration:
+    with transaction.atomic():
+        _, reg = locks.lock_event_and_registration(registration.event_id, registration.pk)
+        if active and reg.active or not active and not reg.active:
+            return reg
+        if reg.state not in (S.DRAFT, S.CANCEL):
+            raise ArchiveRefused(
+                "Only unconfirmed or cancelled registrations can be archived.", state=reg.state
+            )
+        reg.active = active
+        reg.save(update_fields=["active", "updated_at"])
+        audit.record(
+            actor=actor,
+            verb="registration.unarchived" if active else "registration.archived",
+            registration=reg,
+            data={"active": [not active, active]},
+        )
+    return reg
+
+
+def archive(*, registration: Registration, actor: Any) -> Registration:
+    return _set_active(registration, False, actor)
+
+
+def unarchive(*, registration: Registration, actor: Any) -> Registration:
+    return _set_active(registration, True, actor)
