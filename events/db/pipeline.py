@@ -5,7 +5,8 @@ sent come back together at the next sync (or when the block ends). Transitions u
 BEGIN with their locks as one round trip and their writes with COMMIT as another
 (registrations.transitions._transition); the booking, one statement, runs it as the whole
 transaction instead (`lone_statement`, registrations.register). Every statement still runs in
-order, in the caller's transaction: pipelining changes when the client waits, not what the server does.
+order, in the caller's transaction: pipelining changes when the client waits, not what the
+server does.
 
 - `pipelined()` wraps psycopg's `Connection.pipeline()`; errors raised at a sync or at the
   block's end (a unique or foreign-key violation of a queued INSERT) come out as Django's
