@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.mail.backends.filebased import EmailBackend
 
 
@@ -21,8 +22,10 @@ class OwnerOnlyFileBackend(EmailBackend):
         if path:
             try:
                 os.makedirs(path, mode=0o700, exist_ok=True)
-            except OSError:
-                pass  # Django's own attempt below names the problem (ImproperlyConfigured)
+            except OSError as error:  # the same refusal as Django's backend gives
+                raise ImproperlyConfigured(
+                    f"Could not create directory for saving email messages: {path} ({error})"
+                ) from error
         super().__init__(*args, file_path=file_path, **kwargs)
 
     def open(self) -> bool:

@@ -196,3 +196,14 @@ def test_the_demo_mailbox_files_are_the_owners_only(tmp_path):
     assert "Your tickets" in written.read_text()
     assert stat.S_IMODE(written.stat().st_mode) == 0o600
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+
+
+def test_a_mailbox_folder_that_cannot_be_made_is_refused_naming_it(tmp_path):
+    """A file where the folder should be: start-up stops with ImproperlyConfigured naming the
+    path, as Django's own file backend does, instead of failing later on the first mail."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    blocker = tmp_path / "taken"
+    blocker.write_text("")
+    with pytest.raises(ImproperlyConfigured, match="taken/mail"):
+        get_connection("config.mailbox.OwnerOnlyFileBackend", file_path=str(blocker / "mail"))
