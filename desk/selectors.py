@@ -18,14 +18,15 @@ from django.db import DEFAULT_DB_ALIAS, connection
 
 from events import rules as core_rules
 from events.models import Event, Registration, RegistrationAnswer, Slot, Stage, Ticket
+from events.read.statements import orm_sql
 from events.services import seats
 
 UPCOMING_LIMIT = 50
 
-# The scan's reads are written by the ORM once per process and kept (`_written`), then run on
-# Django's cursor: compiling a query costs more CPU than PostgreSQL spends running it (measured:
-# the lookup's five-model join ~2 ms and the answers' ~1 ms of a scan's ~6 ms), and their text
-# never changes.
+# The scan's reads are written by the ORM once per process and kept
+# (`events.read.statements.orm_sql`), then run on Django's cursor: compiling a query costs more
+# CPU than PostgreSQL spends running it (measured: the lookup's five-model join ~2 ms and the
+# answers' ~1 ms of a scan's ~6 ms), and their text never changes.
 
 # The lookup's models, each with its path from the registration, in select order.
 _JOINED: tuple[tuple[type[Any], str], ...] = (
@@ -38,21 +39,14 @@ _JOINED: tuple[tuple[type[Any], str], ...] = (
 _NAMES = {model: tuple(f.attname for f in model._meta.concrete_fields) for model, _ in _JOINED}
 
 
-def _written(query) -> str:
-    """The SQL the ORM writes for `query`, whose one parameter is the value it filters on."""
-    sql, params = query.query.sql_with_params()
-    if len(params) != 1:
-        raise AssertionError(f"a desk read takes one parameter, not {params!r}")
-    return sql
-
-
 @cache
 def _lookup_sql(key: str) -> str:
     """The registration with its event, the event's stage, its ticket and slot (outer-joined:
     either may be unset), found by `key` (`barcode`, `pk`)."""
     names = [path + name for model, path in _JOINED for name in _NAMES[model]]
     probe = {"barcode": "", "pk": 0}[key]
-    return _written(Registration.objects.filter(**{key: probe}).order_by().values_list(*names))
+    query = Registration.objects.filter(**{key: probe}).order_by().values_list(*names)
+    return orm_sql(query, [probe])
 
 
 def _lookup(key: str, value: Any) -> Registration | None:
@@ -108,11 +102,12 @@ def desk_slots(*, event: Event) -> list[Slot]:
 
 @cache
 def _choice_answers_sql() -> str:
-    return _written(
+    query = (
         RegistrationAnswer.objects.filter(registration_id=0, choice__isnull=False)
         .order_by("question__sequence", "question_id")
         .values_list("question__title", "choice__name")
     )
+    return orm_sql(query, [0])
 
 
 def choice_answers(*, registration_id: int) -> list[str]:

@@ -10,6 +10,7 @@ from django.db import DEFAULT_DB_ALIAS
 from django.db.models import QuerySet
 
 from events.models import Event, LinkedProduct, Slot, Ticket
+from events.read.statements import orm_sql
 from seams.models import SeamInbox
 
 # The columns of `tickets_statement`, in its select order: the ticket's, then its event's.
@@ -51,10 +52,7 @@ def _tickets_sql(count: int) -> str:
         .order_by()
         .values_list(*_TICKET_NAMES, *(f"event__{name}" for name in _EVENT_NAMES))
     )
-    sql, params = query.query.sql_with_params()
-    if list(params) != probe:
-        raise AssertionError(f"the tickets read takes the ids alone, not {params!r}")
-    return sql
+    return orm_sql(query, probe)
 
 
 def tickets_found(found: Iterable[Sequence[Any]]) -> dict[int, Ticket]:
