@@ -1,19 +1,22 @@
 """Explicit hook lists through which overlays act on core events (spec.md §1).
 
 Core never imports an overlay. An overlay appends its callable in its `AppConfig.ready()`;
-core calls each hook inside the same transaction as the change. Never Django signals.
+core calls each hook inside the same transaction as the change (`registrations_changed`:
+after it committed). Never Django signals.
 
 - `event_created_from_type(event, event_type, actor)`: after template-apply on create_event
   (the booths overlay adds one Booth per TypeBooth).
-- `registrations_changed(registrations, actor)`: after registrations are created or change state
-  (the leads overlay upserts the event's lead request). Until that overlay is installed the
-  list is empty and nothing happens. A hook that only writes can be a `RidingHook`: the
-  booking (registrations.register) and a transition (registrations.transitions._transition)
-  then call its `ride` before they send their write statement, and the statements `ride` returns
-  (events.db.rows.Rider) run inside that statement, in the same snapshot as the verb's
-  own writes; every other caller calls the hook as usual. The booking and the transitions
-  call the other hooks after their writes were sent, so a hook that reads sees them (a
-  transition then leaves its COMMIT to its atomic block).
+- `registrations_changed(registrations, actor, signals)`: once registrations were created or
+  changed state and that committed (the booking and every transition register it with
+  `transaction.on_commit`): after-commit work such as nudging a pass. Writes that must commit
+  with the change belong to the overlay's own database trigger on the registration table,
+  which runs in the same transaction whoever writes (the leads overlay's, leads migration
+  0005, upserts the event's lead request). A trigger that wrote something needing
+  after-commit work appends its name to the transaction-local setting
+  `events.after_commit` (comma-separated); the verb takes it at the end of its writes (reads
+  and empties it) and hands the names as `signals` (a frozenset), so a hook acts only when
+  its trigger asked (the leads hook nudges its pass when `"leads"` is in them). Until an
+  overlay is installed the list is empty and nothing happens.
 - `reference_data()`: re-create the overlay's group permissions after a test flush
   (`events.reference_data.ensure`); the overlay's own data migration grants them first.
 - `seed_demo_type(event_type)`: `manage.py seed_demo` lets each overlay add its template lines
@@ -44,8 +47,7 @@ core calls each hook inside the same transaction as the change. Never Django sig
   Django system check, which every `manage.py` command runs.
 """
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 event_created_from_type: list[Callable[..., Any]] = []
@@ -60,33 +62,6 @@ template_previews: list[Callable[..., str]] = []
 startup_checks: list[Callable[[], None]] = []
 
 
-@dataclass(frozen=True)
-class RidingHook:
-    """A `registrations_changed` hook with a second form for the booking: `ride(registrations,
-    actor)` returns the statements to run inside the booking's write statement (a list of
-    events.db.rows.Rider, each setting up what it needs after commit itself) instead of
-    running its own; calling the hook runs `run`."""
-
-    run: Callable[..., Any]
-    ride: Callable[..., Sequence[Any]]
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.run(*args, **kwargs)
-
-
 def run(hooks: list[Callable[..., Any]], *args: Any, **kwargs: Any) -> None:
     for hook in hooks:
         hook(*args, **kwargs)
-
-
-def ride(hooks: list[Callable[..., Any]], *args: Any) -> tuple[list[Any], list[Callable[..., Any]]]:
-    """The riders of the list's `RidingHook`s for these arguments, and the other hooks, which
-    the caller runs (`run`) once its statement was sent."""
-    riders: list[Any] = []
-    others: list[Callable[..., Any]] = []
-    for hook in hooks:
-        if isinstance(hook, RidingHook):
-            riders.extend(hook.ride(*args))
-        else:
-            others.append(hook)
-    return riders, others

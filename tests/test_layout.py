@@ -190,23 +190,8 @@ def layer_of(module: str) -> int | None:
     return FOUNDATION
 
 
-# Known exceptions, each with its reason; `test_every_known_exception_is_still_needed` fails
-# when one is no longer used, so the list only shrinks.
-KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("leads.services.requests", "events.db.rows"): (
-        "the booking's riding hook: the leads overlay joins its request upsert to the booking's"
-        " one statement (rows.Rider, rows.Drawn) — goes with the one-statement booking"
-    ),
-    ("leads.services.requests", "events.db.pipeline"): (
-        "the same hook outside a booking queues its upsert in the caller's pipeline"
-    ),
-}
-
-
 def _layer_rule(importer: str, target: str) -> str | None:
     """What is wrong with `importer` naming `target`, by the layers (None: allowed)."""
-    if (importer, target) in KNOWN_EXCEPTIONS:
-        return None
     low = layer_of(target)
     if low is None:
         return _overlay_rule(importer, target)
@@ -358,12 +343,6 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_checkout_follows_every_import_rule():
     assert check_tree(ROOT) == []
-
-
-def test_every_known_exception_is_still_needed():
-    modules = _modules(ROOT)
-    for importer, target in KNOWN_EXCEPTIONS:
-        assert target in _module_edges(importer, modules[importer], modules), (importer, target)
 
 
 def test_the_checker_reads_the_whole_checkout():

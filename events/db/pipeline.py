@@ -1,10 +1,10 @@
-"""psycopg's pipeline mode on Django's connection, for the booking (bench B1).
+"""psycopg's pipeline mode on Django's connection, for the transitions and the hot reads.
 
 In pipeline mode a statement is sent without waiting for its answer; the answers of everything
 sent come back together at the next sync (or when the block ends). Transitions use it to send
 BEGIN with their locks as one round trip and their writes with COMMIT as another
-(registrations.transitions._transition); the booking, one statement, runs it as the whole
-transaction instead (`lone_statement`, registrations.register). Every statement still runs in
+(registrations.transitions._transition); a booking in a caller's transaction reads its inputs
+under the Event lock that way (events.db.booking.read_inputs). Every statement still runs in
 order, in the caller's transaction: pipelining changes when the client waits, not what the
 server does.
 
@@ -22,16 +22,6 @@ server does.
   and plans it once per connection instead of on every booking. Django's own cursors bind on
   the client and never prepare. Only statements with a fixed text use it (names from model
   meta, a placeholder count set by the number of rows).
-- psycopg turns a statement's `%s` placeholders into `$n` once and keeps the result (an LRU
-  of 128 statements), but only for statements of at most 50 parameters: the limit keeps
-  bulk INSERTs with varying row counts, as ORMs generate them, out of that cache. The
-  booking's write statement belongs to a small fixed family and often has more (one attendee
-  with an answer and a ticket: 60), so psycopg parsed it again on every booking — about 170 µs
-  of CPU, a tenth of an intake request (bench B2). `cache_statement_conversions()` (run
-  once, when this module is first imported) raises that limit to 256 (three attendees with two
-  answers each on a multi-slot event with a ticket: 160); psycopg's other limit, 4,096 bytes of
-  statement text, stays and keeps the many-attendee shapes (rare) out. Each process's two
-  caches of 128 entries may then hold bigger entries (~40 KB for 256 parameters): a few MB at worst.
 """
 
 from __future__ import annotations
@@ -57,26 +47,6 @@ from django.db.backends.postgresql.base import (  # type: ignore[attr-defined]  
 from psycopg import pq
 
 logger = logging.getLogger("events.pipeline")
-
-# Parameters of a statement whose conversion psycopg caches (see the module docstring).
-CACHED_STATEMENT_PARAMS = 256
-
-
-def cache_statement_conversions() -> bool:
-    """Let psycopg cache the conversion of statements of up to CACHED_STATEMENT_PARAMS
-    parameters. psycopg keeps its limit in a module constant (psycopg._queries, read on every
-    conversion); False, and nothing changed, when that constant is not there (another psycopg
-    version): bookings then cost that parse again, and tests/probes/test_round_trips.py says
-    so."""
-    from psycopg import _queries
-
-    if not isinstance(getattr(_queries, "MAX_CACHED_STATEMENT_PARAMS", None), int):
-        return False
-    _queries.MAX_CACHED_STATEMENT_PARAMS = max(
-        _queries.MAX_CACHED_STATEMENT_PARAMS, CACHED_STATEMENT_PARAMS
-    )
-    return True
-
 
 T = TypeVar("T")
 
@@ -250,34 +220,6 @@ def pipelined(*, own_transaction: bool = False) -> Iterator[Pipeline]:
         raise failure
 
 
-@contextmanager
-def lone_statement() -> Iterator[bool]:
-    """Inside an outermost `transaction.atomic()` block that has sent nothing yet (as
-    `pipelined(own_transaction=True)` would own it): the one statement executed inside this
-    block is the whole transaction — psycopg runs it in autocommit, so PostgreSQL makes it its
-    own transaction, with no BEGIN or COMMIT to send or wait for (the booking: one round trip,
-    registrations.register). The atomic block still ends it as usual: its commit is a no-op
-    then, and its on_commit callbacks run. Yields whether it took the block over; anywhere
-    else (a savepoint, a transaction under way or managed by hand) it changes nothing and
-    yields False. Only one statement may be executed inside: a second would be a transaction
-    of its own."""
-    wrapper = connections[DEFAULT_DB_ALIAS]
-    wrapper.ensure_connection()
-    raw = wrapper.connection
-    owned = (
-        _may_own_transaction(wrapper, raw)
-        and raw.info.transaction_status == pq.TransactionStatus.IDLE
-    )
-    if owned:
-        raw.autocommit = True
-    try:
-        with wrapper.wrap_database_errors:
-            yield owned
-    finally:
-        if owned and not raw.closed:
-            raw.autocommit = False
-
-
 def _autocommit_off_in_transaction(raw) -> bool:
     """psycopg's autocommit flag back to False inside the transaction the block opened, where
     its setter refuses any change. Left True, Django would open server-side cursors
@@ -328,7 +270,3 @@ def _may_own_transaction(wrapper, raw) -> bool:
 
 
 _OWNABLE = (pq.TransactionStatus.IDLE, pq.TransactionStatus.INTRANS)
-
-
-# Once per process, before any booking statement is converted (see the module's docstring).
-cache_statement_conversions()

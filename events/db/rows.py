@@ -1,25 +1,18 @@
-"""Plain statements for the booking's hot path (bench B1), beside the ORM.
+"""Plain statements for the hot paths (transitions, the desk, the seam), beside the ORM.
 
 - `insert_statement(instances)` is one multi-row INSERT (sql, params) with no RETURNING: the
-  caller knows every primary key it needs, or writes a `Drawn` one (the booking's new
-  registrations, whose ids its statement draws under the Event lock and returns). Each value
-  goes through the field's `pre_save` (auto_now, auto_now_add) and `get_db_prep_save`, as the
-  ORM's own INSERT does, so a field added to a model is written here too; the SQL text is
-  cached per (model, with pk, row count, drawn columns), the per-field plan per (model, with
-  pk). Two shortcuts: a value psycopg writes
-  as it is (`_PLAIN`) skips the conversion (same result), and a DateTimeField's auto_now /
-  auto_now_add takes one instant per statement, set on the instances as `pre_save` does
-  (where the ORM takes one per field and row, microseconds apart).
+  caller knows every primary key it needs. Each value goes through the field's `pre_save`
+  (auto_now, auto_now_add) and `get_db_prep_save`, as the ORM's own INSERT does, so a field
+  added to a model is written here too; the SQL text is cached per (model, with pk, row
+  count), the per-field plan per (model, with pk: `insert_plan`). Two shortcuts: a value
+  psycopg writes as it is (`_PLAIN`) skips the conversion (same result), and a DateTimeField's
+  auto_now / auto_now_add takes one instant per statement, set on the instances as `pre_save`
+  does (where the ORM takes one per field and row, microseconds apart).
 - `combined(statements)` is one statement running several: every statement but the last
   becomes a data-modifying CTE (`WITH w0 AS (INSERT …), w1 AS (INSERT …) <last>`). PostgreSQL
   runs every part, in one snapshot, and an error in any part (a unique or foreign-key
   violation) fails the whole statement. Every statement but the last must not start with
   WITH; the last may (its CTEs follow the others: the seat guard, seats._guarded).
-- a `Rider` is another module's statement travelling inside that one statement: its
-  data-modifying CTEs join the WITH list, and the statement's answer carries the number of rows
-  the rider's `counted` CTE returned (`Rider.answer`, set once the answer is read). An overlay's
-  hook rides in the booking's write statement that way (events.hooks.RidingHook) instead of
-  costing a statement of its own (client work and a server round of parse, bind and execute).
 - `attach(instance, name, related)` caches a joined row as a foreign key's value.
 - `fetch(sql, params)` runs one fixed statement prepared (the transitions' locks, the desk's
   and the seam's reads) and returns its rows; `fetch_many(statements)` several, answered in
@@ -40,7 +33,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import Any, TypeVar
@@ -54,106 +46,25 @@ M = TypeVar("M", bound=models.Model)
 Statement = tuple[str, list[Any]]
 
 
-# The booking statement's first CTE (registrations.register, locks.booking_lock): one row whose
-# `ids` are the registration ids it drew under the Event lock.
-BOOKING_CTE = "events_booking"
-
-
-@dataclass(frozen=True, order=True)
-class Drawn:
-    """A registration id the booking statement draws under the Event lock: the `index`-th
-    (from 1, ascending) of its first CTE's `ids`. It stands where the id goes (a new
-    Registration's pk, a row's registration_id) until the statement's answer gives the real
-    one; `insert_statement` writes it as `sql` (a scalar subquery on that CTE), which also makes
-    the row wait for the lock: PostgreSQL runs a statement's CTEs in no set order, and a part
-    that refers to none of the lock's output could run before it."""
-
-    index: int
-
-    sql = f"(SELECT b.ids[%s::int] FROM {BOOKING_CTE} b)"  # noqa: S608 — a constant name
-
-    def statement(self, offset: int = 0) -> Statement:
-        """This id (plus `offset`) as an SQL expression with its parameters."""
-        if offset:
-            return f"({self.sql} + %s)", [self.index, offset]
-        return self.sql, [self.index]
-
-
-@dataclass
-class Rider:
-    """Statements joined to another statement: `ctes` is one or more `name AS (…)` (names the
-    rider's owner prefixes, so they never meet the host's), with their `params` in textual
-    order. The host's answer row ends with one column per rider: `column`, a select-list
-    expression over its CTEs, by default the number of rows its `counted` CTE returned.
-    `answer` is that column's value once the host's answer was read (`read_riders`), None
-    before (or when the host statement never ran to the end). A `leading` rider's CTEs come
-    first in the WITH list, before the host's own, so that they may refer to it (the booking's
-    lock, registrations.register); the others' come after them."""
-
-    ctes: str
-    params: list[Any]
-    counted: str
-    answer: Any = None
-    column: str = ""
-    leading: bool = False
-
-    def __post_init__(self) -> None:
-        if not self.counted.isidentifier():
-            raise ValueError(f"a rider counts a CTE by its name, not {self.counted!r}")
-
-    @property
-    def select(self) -> str:
-        # S608: `counted` is a CTE name the rider's owner chose in code (an identifier, checked).
-        return self.column or f"(SELECT count(*) FROM {self.counted})"  # noqa: S608
-
-
-def rider_columns(riders: Sequence[Rider]) -> str:
-    """The select-list items a host query appends last, one per rider."""
-    return "".join(f", {rider.select}" for rider in riders)
-
-
-def close_reading_riders(cursor, riders: Sequence[Rider]) -> None:
-    """Close a host statement's cursor whose answer is only its riders' columns (if any),
-    reading those first."""
-    try:
-        if riders:
-            read_riders(cursor.fetchone(), riders)
-    finally:
-        cursor.close()
-
-
-def read_riders(answer: Sequence[Any], riders: Sequence[Rider]) -> None:
-    """Set each rider's answer from the host's answer row, whose last columns are the riders'
-    (`rider_columns`)."""
-    if not riders:
-        return
-    values = answer[len(answer) - len(riders) :]
-    for rider, value in zip(riders, values, strict=True):
-        rider.answer = value
-
-
 @cache
 def _fields(model: type[models.Model], with_pk: bool) -> tuple[models.Field, ...]:
     return tuple(f for f in model._meta.concrete_fields if with_pk or not f.primary_key)
 
 
 @cache
-def _insert_sql(
-    model: type[models.Model], with_pk: bool, count: int, drawn: frozenset[int] = frozenset()
-) -> str:
+def _insert_sql(model: type[models.Model], with_pk: bool, count: int) -> str:
     quote = connection.ops.quote_name
     fields = _fields(model, with_pk)
     columns = ", ".join(quote(f.column) for f in fields)
-    cells = [Drawn.sql if index in drawn else "%s" for index in range(len(fields))]
-    row = "(" + ", ".join(cells) + ")"
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
     values = ", ".join([row] * count)
     # Built from constants: names from model meta, a fixed placeholder tuple; values are params.
     return f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES {values}"  # noqa: S608
 
 
 # Field classes (exactly these, no subclass) whose value psycopg writes as it is when it already
-# has the field's Python type — what `get_db_prep_save` would return unchanged. A booking writes
-# ~40 values; the field's own conversion runs for any other class or value.
+# has the field's Python type — what `get_db_prep_save` would return unchanged. A transition
+# writes ~20 values; the field's own conversion runs for any other class or value.
 _PLAIN: dict[type[models.Field], type] = {
     models.ForeignKey: int,
     models.AutoField: int,
@@ -190,12 +101,16 @@ def _plan(model: type[models.Model], with_pk: bool) -> tuple[tuple[Any, str, Any
     return tuple((f, f.attname, _plain_type(f)) for f in _fields(model, with_pk))
 
 
+def insert_plan(model: type[models.Model]) -> tuple[tuple[Any, str, Any], ...]:
+    """Per concrete field of the model, primary key included: (field, attname, the Python type
+    psycopg writes as it is, `NOW` for an auto_now(_add) DateTimeField, or None: convert)."""
+    return _plan(model, True)
+
+
 def insert_statement(instances: Sequence[models.Model]) -> Statement:
     """The INSERT of the instances (all of one model). Primary keys: all given (they are
-    written) or all None (the database draws them; the instances keep pk None). A value that
-    is a `Drawn` id is written as its subquery on the booking statement's first CTE; a column
-    holds one in every row or in none. The instances count as saved from here on
-    (`_state.adding` False)."""
+    written) or all None (the database draws them; the instances keep pk None). The instances
+    count as saved from here on (`_state.adding` False)."""
     if not instances:
         raise ValueError("insert_statement() needs at least one instance")
     model = type(instances[0])
@@ -204,22 +119,13 @@ def insert_statement(instances: Sequence[models.Model]) -> Statement:
     plain = _plan(model, with_pk)
     now: datetime | None = None
     params: list[Any] = []
-    drawn: set[int] = set()
-    for row_index, obj in enumerate(instances):
+    for obj in instances:
         if type(obj) is not model or (obj.pk is not None) != with_pk:
             raise TypeError("insert takes instances of one model, all with or all without pk")
         values = obj.__dict__
-        for column, (field, attname, python_type) in enumerate(plain):
+        for field, attname, python_type in plain:
             value: Any = values.get(attname)
-            if type(value) is Drawn:
-                value = value.index
-                if not row_index:
-                    drawn.add(column)
-                elif column not in drawn:
-                    raise TypeError(f"{attname}: a drawn id in some rows only")
-            elif column in drawn:
-                raise TypeError(f"{attname}: a drawn id in some rows only")
-            elif python_type is NOW:
+            if python_type is NOW:
                 now = now or timezone.now()
                 values[attname] = value = now
             elif python_type is None or (
@@ -234,54 +140,36 @@ def insert_statement(instances: Sequence[models.Model]) -> Statement:
             params.append(value)
         obj._state.adding = False
         obj._state.db = DEFAULT_DB_ALIAS
-    return _insert_sql(model, with_pk, len(instances), frozenset(drawn)), params
+    return _insert_sql(model, with_pk, len(instances)), params
 
 
-def combined(statements: Sequence[Statement], riders: Sequence[Rider] = ()) -> Statement:
+def combined(statements: Sequence[Statement]) -> Statement:
     """One statement running all of them; every one but the last as a data-modifying CTE (a
-    last statement with CTEs of its own keeps them, after these), the riders' CTEs after the
-    statements' (a leading rider's before them: `Rider`). With riders, a last statement that
-    is a query must select `rider_columns(riders)` last; any other last statement becomes a
-    CTE too (as do no statements at all), and the statement answers one row of the riders'
-    columns."""
-    if not statements and not riders:
-        raise ValueError("combined() needs a statement or a rider")
+    last statement with CTEs of its own keeps them, after these)."""
+    if not statements:
+        raise ValueError("combined() needs a statement")
     before = list(statements)
-    sql, params = before.pop() if before else ("", [])
+    sql, params = before.pop()
     words = sql.split(None, 2)
     first = words[0].upper() if words else ""
     if first == "WITH" and len(words) > 1 and words[1].upper() == "RECURSIVE":
         raise ValueError("combined() cannot splice a WITH RECURSIVE statement")
-    if riders and first not in ("SELECT", "WITH"):
-        if sql:
-            before.append((sql, params))
-        sql, params, first = "SELECT NULL" + rider_columns(riders), [], "SELECT"
-    if not before and not riders:
+    if not before:
         return sql, params
-    leading = [rider for rider in riders if rider.leading]
-    trailing = [rider for rider in riders if not rider.leading]
-    ctes = [rider.ctes for rider in leading]
-    ctes += [f"w{index} AS ({part})" for index, (part, _) in enumerate(before)]
-    ctes += [rider.ctes for rider in trailing]
-    params = (
-        [p for rider in leading for p in rider.params]
-        + [p for _, part_params in before for p in part_params]
-        + [p for rider in trailing for p in rider.params]
-        + params
-    )
+    ctes = [f"w{index} AS ({part})" for index, (part, _) in enumerate(before)]
+    params = [p for _, part_params in before for p in part_params] + params
     if first == "WITH":
         # the statement's own CTEs follow these: "WITH" and its whitespace give way to ", "
         return f"WITH {', '.join(ctes)}, {sql.split(None, 1)[1]}", params
     return f"WITH {', '.join(ctes)} {sql}", params
 
 
-def send(statements: Sequence[Statement], riders: Sequence[Rider] = ()):
+def send(statements: Sequence[Statement]):
     """Send the statements as one (`combined`) on a new cursor, returned open: in pipeline
-    mode the caller keeps it until the pipeline's sync, then reads (or just closes) it; with
-    riders, its answer row ends with their counts (`read_riders`)."""
+    mode the caller keeps it until the pipeline's sync, then reads (or just closes) it."""
     cursor = pipeline.cursor()
     try:
-        cursor.execute(*combined(statements, riders))
+        cursor.execute(*combined(statements))
     except BaseException:
         cursor.close()  # an earlier statement's error can reach the client at this execute
         raise

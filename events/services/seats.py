@@ -5,10 +5,13 @@ Invariants:
   entries in `offered` (held): a held seat is taken for everyone else until the offer is
   accepted (held → reserved, one statement) or expires (released);
 - the counters live in `SeatLedger` rows keyed (event, slot, ticket), NULL meaning "all", and
-  change only here, inside the caller's transaction, after the caller locked the Event row;
+  change only as this module computes them, inside the caller's transaction, after the caller
+  locked the Event row: here, or in the booking's `events_book` (events/db/sql/book.sql),
+  which applies the changes and checks the limits `booking_seats` hands it;
 - a request for n seats succeeds or fails whole (`SeatsUnavailable`, code `sold_out`), decided
   by the statement that takes them, on the counters it produced (`events_seats_guard`,
-  migration 0010: `send_reserve`), so no commit can follow a refused increment.
+  migration 0010: `send_reserve`, `events_book`), so no commit can follow a refused
+  increment.
 
 Nothing else in the project counts registrations for seats; `seats_audit` recounts here too.
 """
@@ -16,7 +19,7 @@ Nothing else in the project counts registrations for seats; `seats_audit` recoun
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +29,6 @@ from django.db.models import Count, Q
 
 from events.db import rows
 from events.db.dberrors import guard_refusal
-from events.db.rows import Rider
 from events.errors import SeatsUnavailable
 from events.models import (
     Event,
@@ -357,11 +359,11 @@ def reserve(
 class Reservation:
     """A reserve statement that was sent and whose counters are read later (`check`).
 
-    The limits are checked by the statement itself: in pipeline mode (registrations.register)
-    its refusal is raised at the pipeline's sync, inside `refusals()`, which turns it into
-    `SeatsUnavailable`; so a booking can queue its COMMIT right behind the statement, and a
-    refusal aborts the transaction before the COMMIT runs. `check()` reads the counters the
-    statement produced (after the sync) and returns them."""
+    The limits are checked by the statement itself: in pipeline mode (a transition,
+    registrations.transitions) its refusal is raised at the pipeline's sync, inside
+    `refusals()`, which turns it into `SeatsUnavailable`; so a transition can queue its COMMIT
+    right behind the statement, and a refusal aborts the transaction before the COMMIT runs.
+    `check()` reads the counters the statement produced (after the sync) and returns them."""
 
     event: Event
     slot_id: int | None
@@ -391,20 +393,11 @@ def send_reserve(
     count: int,
     hold: bool = False,
     from_held: int = 0,
-    together_with: Sequence[rows.Statement] = (),
-    riders: Sequence[rows.Rider] = (),
-    after: str | None = None,
 ) -> Reservation:
     """Send `reserve`'s statement, its limit check included. Outside pipeline mode it runs
     here and a refusal raises `SeatsUnavailable` here; in pipeline mode the refusal surfaces at
     the caller's sync, which turns it into `SeatsUnavailable` with `Reservation.refusal`. The
-    caller reads the counters with `check()` afterwards. `together_with`:
-    INSERT statements (`rows.insert_statement`) sent in the same statement as the increment
-    (`rows.combined`), so a whole booking's writes are one statement; they are rolled back with
-    it on a refusal. `riders` (rows.Rider) travel in that statement too; `check()` sets their
-    answers. `after`: the name of a CTE of that statement (a leading rider's: the booking's
-    lock) that the ledger change must wait for — its rows join that CTE's, so PostgreSQL runs
-    it first and the ledger rows are locked only once the Event row is."""
+    caller reads the counters with `check()` afterwards."""
     if not 0 <= from_held <= count or (hold and from_held):
         raise ValueError(f"from_held={from_held} of count={count} (hold={hold})")
     ticket_id = ticket.pk if ticket is not None else None
@@ -414,10 +407,30 @@ def send_reserve(
         change = Hold(slot_id, ticket_id, reserved=count, held=-from_held)
     guard = (count, _limits(event, slot_id, ticket))
     with refusals(slot_id, ticket):  # outside pipeline mode the statement runs (and refuses) here
-        pending = _send_apply(
-            event, [change], together_with, guard=guard, riders=riders, after=after
-        )
+        pending = _send_apply(event, [change], guard=guard)
     return Reservation(event, slot_id, ticket, count, pending)
+
+
+def booking_seats(
+    *, event: Event, slot_id: int | None, ticket: Ticket | None, count: int, from_held: int = 0
+) -> dict[str, Any]:
+    """`reserve`'s change as the booking document's `seats` (events.db.booking.document):
+    the ledger rows to change, [slot, ticket, reserved, used, held] each, whether missing rows
+    may be created, and the limits that apply, [slot, ticket, max] each; `events_book`
+    changes the rows and checks the limits against the counters that produced, under the
+    Event lock it took."""
+    if not 0 <= from_held <= count:
+        raise ValueError(f"from_held={from_held} of count={count}")
+    ticket_id = ticket.pk if ticket is not None else None
+    changes = _changes(event, [Hold(slot_id, ticket_id, reserved=count, held=-from_held)])
+    return {
+        "requested": count,
+        # Taking new seats may meet a ledger row not there yet; moving held seats never does
+        # (they are held in it): a missing row is then a defect, refused.
+        "create": not from_held,
+        "changes": [[s, t, r, u, h] for (s, t), r, u, h in changes],
+        "limits": [[s, t, maximum] for (s, t), maximum in _limits(event, slot_id, ticket)],
+    }
 
 
 def _refusal(exc: DatabaseError, slot_id: int | None, ticket: Ticket | None) -> Exception | None:
@@ -483,19 +496,16 @@ class _Applied:
     cursor: Any
     returns_rows: bool = True
     guarded: bool = False
-    riders: Sequence[Rider] = ()
 
     def result(self) -> dict[Key, tuple[int, int, int]]:
         if self.cursor is None:
             return {}
         if not self.returns_rows:
-            rows.close_reading_riders(self.cursor, self.riders)
+            self.cursor.close()
             return {}
         try:
             if self.guarded:
-                answer = self.cursor.fetchone()
-                rows.read_riders(answer, self.riders)
-                _guard, *columns = answer[: len(answer) - len(self.riders)]
+                _guard, *columns = self.cursor.fetchone()
                 returned = zip(*(column or () for column in columns), strict=True)
             else:
                 returned = self.cursor.fetchall()
@@ -510,15 +520,10 @@ class _Applied:
         return after
 
 
-def _send_apply(
-    event: Event,
-    holds: Iterable[Hold],
-    together_with: Sequence[rows.Statement] = (),
-    *,
-    guard: tuple[int, list[tuple[Key, int]]] | None = None,
-    riders: Sequence[rows.Rider] = (),
-    after: str | None = None,
-) -> _Applied:
+def _changes(event: Event, holds: Iterable[Hold]) -> list[tuple[Key, int, int, int]]:
+    """The holds' deltas per ledger row they concern, in ascending key order (so two
+    transactions never wait on each other's ledger rows in opposite orders); rows left
+    unchanged dropped."""
     deltas: Counter = Counter()
     for hold in holds:
         for key in _keys(event, hold.slot_id, hold.ticket_id):
@@ -527,48 +532,42 @@ def _send_apply(
             deltas[(key, "h")] += hold.held
     keys = sorted({k for k, _ in deltas}, key=lambda k: (k[0] or 0, k[1] or 0))
     changes = [(k, deltas[(k, "r")], deltas[(k, "u")], deltas[(k, "h")]) for k in keys]
-    changes = [change for change in changes if any(change[1:])]
-    if riders and guard is None:
-        raise ValueError("riders travel only in a guarded statement (send_reserve)")
+    return [change for change in changes if any(change[1:])]
+
+
+def _send_apply(
+    event: Event,
+    holds: Iterable[Hold],
+    *,
+    guard: tuple[int, list[tuple[Key, int]]] | None = None,
+) -> _Applied:
+    changes = _changes(event, holds)
     if not changes:
-        cursor = rows.send(together_with, riders) if together_with or riders else None
-        return _Applied(event.pk, changes, cursor, returns_rows=False, riders=riders)
+        return _Applied(event.pk, changes, None, returns_rows=False)
     params: list = []
     if all(min(change[1:]) >= 0 for change in changes):
         # Taking seats: one upsert behind the (event, slot, ticket) NULLS NOT DISTINCT key.
         for (slot_id, ticket_id), reserved, used, held in changes:
             params += [event.pk, slot_id, ticket_id, reserved, used, held]
-        if after is None:
-            values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(changes))
-            sql = _UPSERT_SQL.format(values=f"VALUES {values}")
-        else:
-            values = ", ".join(
-                ["(%s::bigint, %s::bigint, %s::bigint, %s::int, %s::int, %s::int)"] * len(changes)
-            )
-            sql = _UPSERT_SQL.format(values=_AFTER_SQL.format(after=after, values=values))
+        values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(changes))
+        sql = _UPSERT_SQL.format(values=f"VALUES {values}")
     else:
         # Moving or freeing held seats: the rows exist (they hold them). PostgreSQL checks an
         # INSERT's CHECK constraints before ON CONFLICT, so negative deltas take an UPDATE.
         for (slot_id, ticket_id), reserved, used, held in changes:
             params += [slot_id, ticket_id, reserved, used, held]
         values = ", ".join(["(%s::bigint, %s::bigint, %s::int, %s::int, %s::int)"] * len(changes))
-        sql = _UPDATE_SQL.format(values=values, after=f", {after}" if after is not None else "")
+        sql = _UPDATE_SQL.format(values=values)
         params.append(event.pk)
     if guard is not None:
-        sql, params = _guarded(sql, params, len(changes), *guard, riders=riders)
-    # A server-binding cursor (prepared): the booking sends this on every call.
-    cursor = rows.send([*together_with, (sql, params)], riders)
-    return _Applied(event.pk, changes, cursor, guarded=guard is not None, riders=riders)
+        sql, params = _guarded(sql, params, len(changes), *guard)
+    # A server-binding cursor (prepared): transitions send this on every call.
+    cursor = rows.send([(sql, params)])
+    return _Applied(event.pk, changes, cursor, guarded=guard is not None)
 
 
 def _guarded(
-    sql: str,
-    params: list,
-    expected: int,
-    requested: int,
-    limits: list[tuple[Key, int]],
-    *,
-    riders: Sequence[rows.Rider] = (),
+    sql: str, params: list, expected: int, requested: int, limits: list[tuple[Key, int]]
 ) -> rows.Statement:
     """The ledger statement with the limit check of `reserve` after it, as one statement: the
     statement becomes the CTE `ledger`, and one aggregate row over it calls the guard and
@@ -576,13 +575,13 @@ def _guarded(
     exactly one row, so the guard runs even when the ledger statement changed no row; it raises
     when the tightest limit is exceeded (`over` > 0: min(requested, over) seats missing) or
     when fewer rows than `expected` changed. No limit: one row of NULLs, which exceeds
-    nothing. The riders' counts (rows.rider_columns) end the row."""
+    nothing."""
     limit_rows: list[tuple[int | None, int | None, int | None]] = [
         (slot_id, ticket_id, maximum) for (slot_id, ticket_id), maximum in limits
     ] or [(None, None, None)]
     values = ", ".join(["(%s::bigint, %s::bigint, %s::int)"] * len(limit_rows))
     return (
-        _GUARD_SQL.format(ledger=sql, values=values, riders=rows.rider_columns(riders)),
+        _GUARD_SQL.format(ledger=sql, values=values),
         [*params, requested, expected, *(value for row in limit_rows for value in row)],
     )
 
@@ -599,16 +598,11 @@ _UPSERT_SQL = """
 _UPDATE_SQL = """
     UPDATE events_seatledger AS l
        SET reserved = l.reserved + v.r, used = l.used + v.u, held = l.held + v.h
-      FROM (VALUES {values}) AS v (slot_id, ticket_id, r, u, h){after}
+      FROM (VALUES {values}) AS v (slot_id, ticket_id, r, u, h)
      WHERE l.event_id = %s
        AND l.slot_id IS NOT DISTINCT FROM v.slot_id
        AND l.ticket_id IS NOT DISTINCT FROM v.ticket_id
     RETURNING l.slot_id, l.ticket_id, l.reserved, l.used, l.held
-"""
-# The rows to upsert, after the CTE `after` (its one row joined to each).
-_AFTER_SQL = """
-    SELECT v.* FROM {after},
-           (VALUES {values}) AS v (event_id, slot_id, ticket_id, reserved, used, held)
 """
 _GUARD_SQL = """
     WITH ledger AS ({ledger})
@@ -618,7 +612,7 @@ _GUARD_SQL = """
                count(*),
                %s::int),
            array_agg(ledger.slot_id), array_agg(ledger.ticket_id),
-           array_agg(ledger.reserved), array_agg(ledger.used), array_agg(ledger.held){riders}
+           array_agg(ledger.reserved), array_agg(ledger.used), array_agg(ledger.held)
       FROM ledger LEFT JOIN (VALUES {values}) AS m (slot_id, ticket_id, maximum)
         ON ledger.slot_id IS NOT DISTINCT FROM m.slot_id
        AND ledger.ticket_id IS NOT DISTINCT FROM m.ticket_id

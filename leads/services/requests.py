@@ -1,13 +1,12 @@
 """Lead requests: the queue of lead work, one row per event (spec-overlay.md §3.3).
 
 Invariants:
-- `registrations_changed` is the core hook (events.hooks), run inside the registration
-  transaction (a booking runs its riding form, `ride`, inside the booking's own write
-  statement): ONE statement per event upserts the event's request, lowers its cursor to below
-  the registration (so the walk revisits it) and makes it cover every rule; a request that
-  already covers it and that no walker holds is left unwritten. The pass is nudged after
-  commit when a request was written. Dedup (UNIQUE (rule, registration)) makes revisits
-  harmless;
+- the overlay's triggers on events_registration (migration 0005) run in the transaction
+  that creates registrations or changes their state: ONE upsert per event makes the event's
+  request cover every rule from below the lowest registration concerned (so the walk revisits
+  it); a request that already covers it and that no walker holds is left unwritten. When it
+  wrote one, the core hook `registrations_changed` (events.hooks) nudges the pass after
+  commit. Dedup (UNIQUE (rule, registration)) makes revisits harmless;
 - every write to a request row makes a new row version: a walker compares the version it read
   with the one it fences against, so a change during its batch is never lost (passes.py);
 - `generate_leads` (staff) upserts requests with cursor 0, merging rule sets: a request for all
@@ -23,8 +22,6 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 
-from events import hooks
-from events.db import pipeline, rows
 from events.errors import ValidationFailed
 from events.models import Event, Registration
 from events.services import audit, nudge
@@ -36,32 +33,17 @@ PASS_TASK = "leads.run_pass"  # noqa: S105 — a Celery task name
 _REQUEST = LeadRequest._meta.db_table
 _REQUEST_RULES = LeadRequest.rules.through._meta.db_table
 
-# One statement: upsert the event's request, lower its cursor, and drop its rule subset (an
-# empty set = every rule): a registration change concerns all rules. A request that already
-# covers the registration is left as it is: cursor below it, every rule, no walker holding it
-# (lease_until NULL; an expired lease counts as held, which only costs a rewrite). A ticket rush
-# then writes no new request row version per booking, and nudges nobody (that request's pass is
-# already due: nudged when it was written, re-armed by a pass that stopped early, retried by
-# beat when parked). A request a walker holds is always rewritten: its new row version (xmin)
-# is what tells the walker that its batch must be walked again (passes.py). Leaving a request
-# unwritten is safe because ON CONFLICT DO UPDATE locks the conflicting row even when its WHERE
-# is false: until the booking commits, a walker's claim (FOR UPDATE SKIP LOCKED) skips the
-# request, so no walker reads a batch that misses this uncommitted registration and advances
-# past it unfenced (tests/leads/test_pass.py: test_an_unwritten_request_still_holds_off_…). A
-# pass that skipped a request this way re-arms itself with a short countdown (passes.py), as
-# the booking that locked it nudges nobody.
-# The upsert is the function `leads_cover_request` (migration 0004), which returns the
-# request's id when it wrote it: alone, the statement returns how many requests it wrote (0 or
-# 1); as the CTE `leads_request<n>` (the rows it wrote, if any) it rides inside the booking's
-# statement (`ride`), where the function's own statements see what was committed once the
-# booking's Event lock was granted.
-_COVER_CTE = """
-    leads_request{n} AS MATERIALIZED (
-        SELECT id FROM (SELECT leads_cover_request(%s, {cursor}) AS id) c WHERE id IS NOT NULL
-    )
-"""
-_UPSERT_ALL_RULES = "SELECT count(leads_cover_request(%s, %s))"
-
+# New registrations and state changes reach the requests through the overlay's triggers on
+# events_registration (migration 0005), in the transaction that wrote them: per event, the
+# request is made to cover every rule from below the lowest registration concerned
+# (`leads_cover_request`, migration 0004). A request that already covers it and that no walker
+# holds is left unwritten: a ticket rush writes no new request row version per booking. Leaving
+# it unwritten is safe because ON CONFLICT DO UPDATE locks the conflicting row even when its
+# WHERE is false: until the booking commits, a walker's claim (FOR UPDATE SKIP LOCKED) skips
+# the request, so no walker reads a batch that misses this uncommitted registration and
+# advances past it unfenced (tests/leads/test_pass.py: test_an_unwritten_request_still_holds_off_…).
+# A request a walker holds is always rewritten: its new row version (xmin) is what tells the
+# walker that its batch must be walked again (passes.py).
 _UPSERT = f"""
     INSERT INTO {_REQUEST}
            (event_id, cursor, lease_holder, fencing_token, error_message, created_at)
@@ -72,7 +54,7 @@ _UPSERT = f"""
 
 
 # Lock order of every writer of lead requests: the Event rows first, then the request rows. A
-# booking holds its Event row (FOR UPDATE) when the registration hook upserts the request; a
+# booking holds its Event row (FOR UPDATE) when the registration trigger upserts the request; a
 # transaction that writes a request and rows referencing the event (leads, provenance, audit)
 # would otherwise meet the Event row only at COMMIT, where PostgreSQL checks those foreign keys
 # (Django's constraints are DEFERRABLE INITIALLY DEFERRED) with FOR KEY SHARE: each would wait
@@ -93,73 +75,13 @@ def hold_events(event_ids: Iterable[int]) -> None:
             cursor.execute(_HOLD_EVENTS, [ids])
 
 
-def _lowest_per_event(registrations: Iterable[Registration]) -> dict[int, Any]:
-    """The lowest registration id per event (an int, or a rows.Drawn in a booking)."""
-    lowest: dict[int, Any] = {}
-    for registration in registrations:
-        event_id, pk = registration.event_id, registration.pk
-        if pk is None:
-            continue
-        lowest[event_id] = min(lowest.get(event_id, pk), pk)
-    return dict(sorted(lowest.items()))
-
-
-def registrations_changed(registrations: Iterable[Registration], actor: Any = None) -> None:
-    """The core hook: queue lead work for the events of these registrations (created or whose
-    state changed), inside the caller's transaction; the pass is nudged after commit when a
-    request was written.
-
-    In pipeline mode (events.db.pipeline) the statements are only queued here, on
-    server-binding cursors (prepared after their first uses), and their answers are read after
-    commit. A booking runs `ride` instead."""
-    lowest = _lowest_per_event(registrations)
-    if not lowest:
-        return
-    sent = []
-    for event_id, pk in lowest.items():
-        cursor = pipeline.cursor()
-        cursor.execute(_UPSERT_ALL_RULES, [event_id, pk - 1])
-        sent.append(cursor)
-    transaction.on_commit(lambda: _nudge_when_written(sent), robust=True)
-
-
-def ride(registrations: Iterable[Registration], actor: Any = None) -> list[rows.Rider]:
-    """`registrations_changed` as statements riding in the booking's write statement
-    (events.hooks.RidingHook): the same upserts, in the booking's statement instead of one of
-    their own; the pass is nudged after commit when the statement wrote a request (a count
-    never read counts as written). A registration id the statement draws itself
-    (rows.Drawn) is referred to there."""
-    riders = []
-    for index, (event_id, pk) in enumerate(_lowest_per_event(registrations).items()):
-        cursor, params = pk.statement(offset=-1) if isinstance(pk, rows.Drawn) else ("%s", [pk - 1])
-        riders.append(
-            rows.Rider(
-                ctes=_COVER_CTE.format(n=index, cursor=cursor),
-                params=[event_id, *params],
-                counted=f"leads_request{index}",
-            )
-        )
-    if riders:
-        transaction.on_commit(lambda: _nudge_when_ridden(riders), robust=True)
-    return riders
-
-
-HOOK = hooks.RidingHook(run=registrations_changed, ride=ride)
-
-
-def _nudge_when_written(cursors: list) -> None:
-    written = 0
-    for cursor in cursors:
-        try:
-            written += cursor.fetchone()[0]
-        finally:
-            cursor.close()
-    if written:
-        nudge.after_commit(key=NUDGE_KEY, task=PASS_TASK)  # committed: publishes now
-
-
-def _nudge_when_ridden(riders: list[rows.Rider]) -> None:
-    if any(rider.answer != 0 for rider in riders):
+def registrations_changed(
+    registrations: Iterable[Registration], actor: Any = None, signals: frozenset[str] = frozenset()
+) -> None:
+    """The core hook, run once registrations were created or changed state and that committed:
+    nudge the lead pass when the overlay's trigger wrote a request in that transaction (it then
+    put "leads" in `signals`; a request left unwritten already had its pass due)."""
+    if "leads" in signals:
         nudge.after_commit(key=NUDGE_KEY, task=PASS_TASK)  # committed: publishes now
 
 

@@ -18,7 +18,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from events.errors import DomainError
-from events.models import EventAuditLog
+from events.models import EventAuditLog, Registration
 from events.services import nudge
 from events.services import registrations as registration_services
 from leads import services
@@ -67,48 +67,53 @@ def pairs() -> Counter:
 
 
 @pytest.mark.django_db
-def test_registration_queues_the_events_request_with_one_statement(world, actor):
+def test_any_write_of_registrations_queues_the_events_request_in_its_transaction(world, actor):
+    """The overlay's triggers (migration 0005) follow the table, not a verb: a registration
+    inserted by hand, outside every service, lowers the request's cursor below it and makes it
+    cover every rule; an UPDATE that changes no state leaves the request alone; one that changes
+    a state lowers the cursor again."""
     (first,) = register(world, actor, "Ada")
     request = LeadRequest.objects.get(event=world.event)
     assert request.cursor == first.pk - 1
     LeadRequest.objects.filter(pk=request.pk).update(cursor=first.pk + 100)
     request.rules.add(rule(world, actor))
-    with CaptureQueriesContext(connection) as ctx:
-        requests.registrations_changed([first], actor)
-    assert len(ctx.captured_queries) == 1
+    (second,) = Registration.objects.bulk_create(
+        [Registration(event=world.event, name="By hand", barcode="4242", state="draft")]
+    )
     request.refresh_from_db()
-    assert request.cursor == first.pk - 1  # lowered below the registration
+    assert request.cursor == second.pk - 1  # lowered below the new registration
     assert list(request.rules.all()) == []  # a registration change concerns every rule
+
+    LeadRequest.objects.filter(pk=request.pk).update(cursor=second.pk + 100)
+    Registration.objects.filter(pk=first.pk).update(name="Ada L.")  # no state changed
+    assert LeadRequest.objects.get(pk=request.pk).cursor == second.pk + 100
+    Registration.objects.filter(pk=first.pk).update(state="cancel")
+    assert LeadRequest.objects.get(pk=request.pk).cursor == first.pk - 1
 
 
 @pytest.mark.django_db
-def test_a_booking_writes_the_request_inside_its_own_write_statement(world, actor):
-    """The hook rides in the booking's one write statement (events.hooks.RidingHook): no
-    statement of its own, and the request is written all the same."""
+def test_a_booking_writes_the_request_inside_its_events_book_call(world, actor):
+    """The trigger runs inside the booking's one call: no statement of the overlay's own, and
+    the request is written all the same."""
     with CaptureQueriesContext(connection) as ctx:
         (first,) = register(world, actor, "Ada")
-    touching = [q["sql"] for q in ctx.captured_queries if "leads_cover_request" in q["sql"]]
-    assert len(touching) == 1
-    assert 'INSERT INTO "events_registration"' in touching[0]
-    assert "events_seats_guard" in touching[0]
+    assert not [q for q in ctx.captured_queries if "lead" in q["sql"].lower()]
+    assert [q["sql"] for q in ctx.captured_queries if "events_book(" in q["sql"]]
     assert LeadRequest.objects.get(event=world.event).cursor == first.pk - 1
 
 
 @pytest.mark.django_db
-def test_a_draft_booking_rides_too_and_nudges_when_it_wrote_the_request(
+def test_a_draft_booking_queues_too_and_the_pass_is_nudged_after_commit(
     world, actor, django_capture_on_commit_callbacks
 ):
-    """A draft takes no seat: its write statement has no seat guard, and the riders' counts
-    are the statement's whole answer."""
+    """A draft takes no seat; the trigger writes the request all the same, and the hook nudges
+    the pass once the booking committed. A second draft finds the request covering it: the
+    request is left unwritten (no new row version)."""
     with (
         mock.patch.object(nudge, "_send") as sent,
         django_capture_on_commit_callbacks(execute=True),
-        CaptureQueriesContext(connection) as ctx,
     ):
         (draft,) = register(world, actor, "Ada", state="draft")
-    assert [q["sql"] for q in ctx.captured_queries if "leads_cover_request" in q["sql"]] == [
-        next(q["sql"] for q in ctx.captured_queries if 'INTO "events_registration"' in q["sql"])
-    ]
     assert LeadRequest.objects.get(event=world.event).cursor == draft.pk - 1
     assert [c.args[:2] for c in sent.call_args_list] == [(requests.NUDGE_KEY, requests.PASS_TASK)]
 
@@ -169,7 +174,7 @@ def test_a_state_change_lowers_the_cursor_to_revisit_the_registration(world, act
     ],
 )
 @pytest.mark.parametrize("refused", [False, True], ids=["committed", "refused"])
-def test_a_transition_rides_the_request_and_nudges_once_only_after_its_commit(
+def test_a_transition_queues_the_request_and_nudges_once_only_after_its_commit(
     actor, django_capture_on_commit_callbacks, monkeypatch, owned, refused
 ):
     event = factories.EventFactory(seats_limited=True, seats_max=5)
@@ -210,7 +215,8 @@ def test_a_request_that_already_covers_the_booking_is_left_unwritten_and_nudges_
 ):
     """A ticket rush writes no new request row version per booking: the request (cursor below
     the new registration, every rule, no walker holding it) already covers it, and its pass is
-    already due."""
+    already due. The trigger that wrote nothing asks for nothing (`events.after_commit`), so
+    the hook nudges nobody."""
     with (
         mock.patch.object(nudge, "_send") as sent,
         django_capture_on_commit_callbacks(execute=True),
@@ -640,6 +646,7 @@ def test_lead_pass_command_prints_the_report(world, actor, capsys):
 def test_generate_leads_merges_rule_subsets(world, actor):
     a, b = rule(world, actor, name="a"), rule(world, actor, name="b")
     factories.RegistrationFactory(event=world.event)
+    LeadRequest.objects.all().delete()  # the registration's own (all rules): generate_leads alone
     (request,) = services.generate_leads(rule=a, actor=actor)
     assert list(request.rules.all()) == [a]
     services.generate_leads(rule=b, actor=actor)

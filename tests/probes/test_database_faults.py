@@ -197,8 +197,8 @@ def desk_user():
 # The intake's first statement is not among them: it tests the kept connection itself and
 # recovers (test_intake_whose_first_statement_meets_a_killed_backend_reconnects_once).
 INTAKE_POINTS = {
-    "registration-insert": r'INSERT INTO "events_registration"',
-    "audit-insert": r'INSERT INTO "events_eventauditlog"',
+    "inputs-read": r"events_booking_inputs\(",
+    "booking-call": r"FROM events_book\(",
     "idempotency-insert": r'INSERT INTO "events_intakeidempotency"',
 }
 
@@ -275,8 +275,8 @@ SEAM_POINTS = {
     # The message's first statement, after Django's health check found the connection alive.
     "inbox-insert": r"INSERT INTO seams_seaminbox",
     "order-lock": r"INSERT INTO seams_seamorder",
-    "registration-insert": r'INSERT INTO "events_registration"',
-    "audit-insert": r'INSERT INTO "events_eventauditlog"',
+    "inputs-read": r"events_booking_inputs\(",
+    "booking-call": r"FROM events_book\(",
 }
 
 

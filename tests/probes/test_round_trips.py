@@ -1,12 +1,11 @@
 """Round trips per booking, counted on the wire (the booking's latency is its waits for
-PostgreSQL): a booking of 1 or n attendees
-costs one wait for PostgreSQL whatever the event carries — one statement, its own transaction,
-that takes the Event lock, checks the inputs the booking decided on and writes everything
-(events/services/registrations/booking.py); a refusal costs the same. The first booking of an
-event in a thread reads its inputs first (one more); stale inputs cost the refused statement,
-then BEGIN with the lock and the inputs, the statement again, COMMIT. Inside a caller's transaction:
-SAVEPOINT; the statement; RELEASE (with `savepoint=False`: the lock and the inputs; the
-statement).
+PostgreSQL): a booking of 1 or n attendees costs two waits whatever the event carries — its
+inputs, then one `events_book` call, its own transaction, that takes the Event lock, checks
+the inputs the booking decided on and writes everything
+(events/services/registrations/booking.py); a refusal costs the same. Stale inputs cost the
+refused call, then BEGIN with the lock and the inputs, the call again, COMMIT. Inside a
+caller's transaction: SAVEPOINT; the lock and the inputs; the call; RELEASE (with
+`savepoint=False`: the lock and the inputs; the call).
 
 The count is taken by a TCP proxy between Django and PostgreSQL that reads the server's
 protocol stream and counts ReadyForQuery messages: PostgreSQL sends exactly one whenever the
@@ -26,12 +25,12 @@ from collections.abc import Iterator
 from datetime import timedelta
 from unittest import mock
 
+import psycopg
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from psycopg import pq
 
-from events.db import pipeline
 from events.errors import SeatsUnavailable
 from events.models import (
     Event,
@@ -45,13 +44,14 @@ from events.models import (
 from events.services import nudge, registrations, seats, waitlist_nudge
 from leads.models import LeadRequest
 from tests.events import factories
+from tests.helpers import database_url
 
-BOOKING_ROUND_TRIPS = 1  # the statement: lock, check, writes; its own transaction
-FIRST_BOOKING_ROUND_TRIPS = 2  # the inputs, read once per thread and (event, ticket); the statement
-REFUSAL_ROUND_TRIPS = 1  # the refused statement: its transaction is over with it, no ROLLBACK
-STALE_ROUND_TRIPS = 4  # the refused statement; BEGIN + lock + inputs; the statement; COMMIT
-NESTED_ROUND_TRIPS = 3  # SAVEPOINT; the statement; RELEASE SAVEPOINT
-NESTED_NO_SAVEPOINT_ROUND_TRIPS = 2  # lock + inputs; the statement (register(savepoint=False))
+BOOKING_ROUND_TRIPS = 2  # the inputs; the events_book call (lock, check, writes), autocommit
+HELD_INPUTS_ROUND_TRIPS = 1  # the call alone, on the inputs the caller read (register(inputs=))
+REFUSAL_ROUND_TRIPS = 2  # the inputs; the refused call: its transaction is over, no ROLLBACK
+STALE_ROUND_TRIPS = 5  # the inputs; the refused call; BEGIN + lock + inputs; the call; COMMIT
+NESTED_ROUND_TRIPS = 4  # SAVEPOINT; lock + inputs; the call; RELEASE SAVEPOINT
+NESTED_NO_SAVEPOINT_ROUND_TRIPS = 2  # lock + inputs; the call (register(savepoint=False))
 
 
 class WireCounter:
@@ -172,24 +172,23 @@ def test_the_proxy_counts_one_round_trip_per_plain_statement(wire):
 
 
 def warm(wire: WireCounter, event, attendees: int, **kwargs) -> None:
-    """Three bookings of this shape: the thread keeps the event's inputs, and psycopg has
-    prepared the statement (after two executions on a connection: DATABASES OPTIONS
-    prepare_threshold; outside pipeline mode psycopg waits for the PREPARE, a round trip once
-    per connection and statement shape)."""
+    """Three bookings: psycopg has prepared the two statements (after two executions on a
+    connection: DATABASES OPTIONS prepare_threshold; outside pipeline mode psycopg waits for
+    the PREPARE, a round trip once per connection and statement)."""
     for _ in range(3):
         book(wire, event, attendees, **kwargs)
 
 
 def sent(statements) -> list[str]:
     """The statements that went to the server (Django also logs the BEGIN and COMMIT of an
-    atomic block whose one statement ran as its own transaction: pipeline.lone_statement)."""
+    atomic block)."""
     return [q["sql"] for q in statements.captured_queries if q["sql"] not in ("BEGIN", "COMMIT")]
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_booking_is_one_round_trip_for_one_or_many_attendees(wire):
+def test_a_booking_is_two_round_trips_for_one_or_many_attendees(wire):
     event = factories.EventFactory(seats_limited=True, seats_max=200)
-    assert book(wire, event, 1)[0] == FIRST_BOOKING_ROUND_TRIPS
+    assert book(wire, event, 1)[0] == BOOKING_ROUND_TRIPS
     for attendees in (1, 5, 30):
         warm(wire, event, attendees)
         wire.reset()
@@ -200,16 +199,34 @@ def test_a_booking_is_one_round_trip_for_one_or_many_attendees(wire):
                 actor="system",
             )
         assert wire.count() == BOOKING_ROUND_TRIPS, attendees
-        # the lock, its check and every write (the lead-request hook rides in it) are one
-        (statement,) = sent(statements)
-        assert statement.startswith("WITH events_booking AS MATERIALIZED")
-        assert "leads_cover_request" in statement and "events_seats_guard" in statement
+        # the inputs, then the lock, its check and every write in one call (the lead request
+        # is the leads overlay's trigger's, inside it)
+        read, call = sent(statements)
+        assert "events_booking_inputs(" in read and "FROM events_book(" in call
     assert event.registrations.count() == 1 + 4 * (1 + 5 + 30)
     assert seats.audit(event=event) == []
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_booking_with_ticket_slot_questions_and_scheduler_is_still_one(wire):
+def test_a_booking_on_inputs_its_caller_holds_is_one_round_trip(wire):
+    """A caller that read the event's inputs (registrations.read_inputs) hands them over: the
+    booking is the `events_book` call alone, its own transaction."""
+    event = factories.EventFactory(seats_limited=True, seats_max=50)
+    held = registrations.read_inputs(event.pk, None)
+    warm(wire, event, 1, inputs=held)
+    for attendees in (1, 5):
+        wire.reset()
+        with CaptureQueriesContext(connection) as statements:
+            book(wire, event, attendees, inputs=held)
+        assert wire.count() == HELD_INPUTS_ROUND_TRIPS, attendees
+        (call,) = sent(statements)
+        assert "FROM events_book(" in call
+    assert event.registrations.count() == 3 + 1 + 5
+    assert seats.audit(event=event) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_booking_with_ticket_slot_questions_and_scheduler_is_still_two(wire):
     event = factories.EventFactory(seats_limited=True, seats_max=100, is_multi_slots=True)
     slot = factories.SlotFactory(event=event)
     ticket = factories.TicketFactory(event=event, seats_max=50)
@@ -234,7 +251,7 @@ def test_a_booking_with_ticket_slot_questions_and_scheduler_is_still_one(wire):
 
     wire.reset()
     booking()
-    assert wire.count() == FIRST_BOOKING_ROUND_TRIPS
+    assert wire.count() == BOOKING_ROUND_TRIPS
     booking()
     booking()  # prepared
     wire.reset()
@@ -258,7 +275,6 @@ def test_a_refused_booking_costs_the_same_and_writes_nothing(wire):
             event=event, attendees=[{"name": "Late"}, {"name": "Later"}], actor="system"
         )
     assert refused.value.details["missing"] == [{"slot_id": None, "ticket_id": None, "missing": 1}]
-    # the shape of two attendees was new here: sent once, unprepared
     assert wire.count() == REFUSAL_ROUND_TRIPS
     assert event.registrations.count() == 4
     assert not connection.in_atomic_block and connection.get_autocommit()
@@ -269,18 +285,21 @@ def test_a_refused_booking_costs_the_same_and_writes_nothing(wire):
 
 @pytest.mark.django_db(transaction=True)
 def test_stale_inputs_are_read_again_under_the_lock_and_booked_once(wire):
-    """A ticket edited after the thread kept the event's inputs: the statement's check refuses
-    them, and the booking reads them again under the Event lock and decides on the new limit;
-    the inputs it keeps then are the new ones."""
+    """A ticket edited between the booking's read of its inputs and its call (another
+    connection, while the caller's recheck runs): the call refuses them, and the booking reads
+    them again under the Event lock and decides on the new limit."""
     event = factories.EventFactory()
     ticket = factories.TicketFactory(event=event, seats_max=5)
     warm(wire, event, 1, ticket=ticket)  # 3 taken
-    ticket.seats_max = 4
-    ticket.save(update_fields=["seats_max"])
 
-    assert book(wire, event, 1, ticket=ticket)[0] == STALE_ROUND_TRIPS
+    def edit_once(event, ticket_read) -> None:
+        if ticket_read.seats_max == 5:
+            with psycopg.connect(database_url(), autocommit=True) as other:
+                other.execute("UPDATE events_ticket SET seats_max = 4 WHERE id = %s", [ticket.pk])
+
+    assert book(wire, event, 1, ticket=ticket, recheck=edit_once)[0] == STALE_ROUND_TRIPS
     wire.reset()
-    with pytest.raises(SeatsUnavailable):  # decided on the limit of 4 as committed and kept
+    with pytest.raises(SeatsUnavailable):  # decided on the limit of 4 as committed
         registrations.register(event=event, attendees=[{"name": "E"}], ticket=ticket, actor="x")
     assert wire.count() == REFUSAL_ROUND_TRIPS
     assert event.registrations.count() == 4
@@ -297,7 +316,7 @@ def test_inside_a_callers_transaction_the_booking_is_a_savepoint_and_commits_wit
         factories.EventFactory(name="Written first")
         wire.reset()
         registrations.register(event=event, attendees=[{"name": "Inside"}], actor="system")
-        assert wire.count() == 1 + NESTED_ROUND_TRIPS  # the event's inputs, read first
+        assert wire.count() == NESTED_ROUND_TRIPS
         wire.reset()
         registrations.register(event=event, attendees=[{"name": "Again"}], actor="system")
         assert wire.count() == NESTED_ROUND_TRIPS
@@ -341,54 +360,16 @@ def test_an_event_starting_soon_books_the_same_way(wire):
     event = factories.EventFactory(seats_limited=False)
     event.date_begin = event.date_begin - timedelta(days=9)
     event.save(update_fields=["date_begin"])
-    assert book(wire, event, 2)[0] == FIRST_BOOKING_ROUND_TRIPS
+    assert book(wire, event, 2)[0] == BOOKING_ROUND_TRIPS
     warm(wire, event, 2)
     assert book(wire, event, 2)[0] == BOOKING_ROUND_TRIPS
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_write_statement_of_an_intake_shaped_booking_is_converted_once(monkeypatch):
-    """psycopg parses a statement's placeholders again on every call unless the statement is
-    in its conversion cache, which by default takes no statement of more than 50 parameters;
-    an attendee with an answer and a ticket writes 60 (pipeline.cache_statement_conversions,
-    run at start-up, lifts that limit). Counted: the conversions psycopg does not cache."""
-    from psycopg import _queries
-
-    assert pipeline.cache_statement_conversions()
-    event = factories.EventFactory(seats_limited=True, seats_max=100)
-    ticket = factories.TicketFactory(event=event, seats_max=50)
-    text = factories.QuestionFactory(event=event, question_type=QuestionType.TEXT_BOX)
-    uncached: list[int] = []
-    parse = _queries._query2pg_nocache
-
-    def counting(query, encoding):
-        uncached.append(len(query))
-        return parse(query, encoding)
-
-    monkeypatch.setattr(_queries, "_query2pg_nocache", counting)
-
-    def book(name: str) -> None:
-        with CaptureQueriesContext(connection) as ctx:
-            registrations.register(
-                event=event,
-                attendees=[{"name": name, "answers": {str(text.pk): "Vegetarian"}}],
-                ticket=ticket,
-                actor="system",
-            )
-        write = next(q["sql"] for q in ctx.captured_queries if "events_seats_guard" in q["sql"])
-        assert write.count("%s") > 50  # the shape this is about
-
-    book("First")  # may fill the cache
-    uncached.clear()
-    book("Second")
-    assert uncached == []
 
 
 # --- a sale-seam message ------------------------------------------------------------------------
 
 # Django's health check (SELECT 1); BEGIN; the inbox insert; SAVEPOINT (parking's); the order
 # lock; its tickets (plain statements of the overlay's own, one each); live counts +
-# once-per-order questions; the booking's lock + reads; its writes; the order's version;
+# once-per-order questions; the booking's lock + inputs; its events_book call; the order's version;
 # RELEASE; COMMIT.
 SEAM_MESSAGE_ROUND_TRIPS = 12
 
@@ -431,7 +412,7 @@ def test_a_transition_takes_both_locks_and_begins_in_one_round_trip(wire):
     and registration locks (locks.lock_event_and_registration)."""
     event = factories.EventFactory(seats_limited=True, seats_max=5)
     (registration,) = registrations.register(event=event, attendees=[{"name": "A"}], actor="system")
-    LeadRequest.objects.filter(event=event).delete()  # the transition's rider writes it again
+    LeadRequest.objects.filter(event=event).delete()  # the leads trigger writes it again
     wire.reset()
     with CaptureQueriesContext(connection) as statements:
         done = registrations.mark_attended(registration=registration, actor="system")
@@ -440,8 +421,8 @@ def test_a_transition_takes_both_locks_and_begins_in_one_round_trip(wire):
     sent = [q["sql"] for q in statements.captured_queries if q["sql"] != "BEGIN"]
     assert "FOR UPDATE OF e" in sent[0] and "FOR UPDATE OF r" in sent[1]  # Event first
 
-    (row_statement,) = [sql for sql in sent if "events_rows_guard" in sql]
-    assert "leads_request0" in row_statement  # the leads hook rides in the row's statement
+    assert [sql for sql in sent if "events_rows_guard" in sql]  # the row, checked by itself
+    # the leads trigger wrote the request again inside the transition's transaction
     assert Registration.objects.get(pk=registration.pk).state == "done"
     assert LeadRequest.objects.get(event=event).cursor == registration.pk - 1
     assert EventAuditLog.objects.filter(
@@ -502,7 +483,8 @@ def test_confirming_a_draft_reads_its_schedulers_with_the_locks_and_is_two(wire,
                 registrations.confirm(registration=draft, actor="system")
         else:
             registrations.confirm(registration=draft, actor="system")
-        calls = [c.args[:2] for c in sent.call_args_list]
+        # the core's nudges (the leads overlay nudges its own pass after every commit)
+        calls = [c.args[:2] for c in sent.call_args_list if c.args[0].startswith("events:")]
     trips = wire.count()
     assert _after_the_locks(statements, "interval_type = 'after_sub'")
     rows = MailRegistration.objects.filter(scheduler=mail, registration=draft).count()
@@ -537,7 +519,8 @@ def test_a_freed_seat_asks_for_the_waiting_list_with_the_locks_and_is_two(wire, 
         CaptureQueriesContext(connection) as statements,
     ):
         getattr(registrations, verb)(registration=registration, actor="system")
-        calls = [c.args[:3] for c in sent.call_args_list]
+        # the core's nudges (the leads overlay nudges its own pass after every commit)
+        calls = [c.args[:3] for c in sent.call_args_list if c.args[0].startswith("events:")]
     assert wire.count() == TRANSITION_ROUND_TRIPS
     assert _after_the_locks(statements, "events_waitlistentry")
     assert Registration.objects.get(pk=registration.pk).state != "open"

@@ -18,7 +18,6 @@ from collections.abc import Callable
 import pytest
 from django.db import connection, transaction
 
-from events.db import locks
 from events.errors import DomainError
 from events.models import Event, Registration, RegistrationState
 from events.services import registrations, seats
@@ -217,24 +216,31 @@ def test_control_count_then_insert_without_a_lock_oversells():
 @pytest.mark.django_db(transaction=True)
 def test_without_the_event_lock_the_ledger_check_still_holds(actor, monkeypatch):
     """Defence in depth: the seat check reads the counters its own increment produced, under
-    the ledger rows' locks, so even register() with the booking statement's lock CTE replaced
-    by a plain id draw (no Event lock, no check of the inputs) cannot oversell (the Event lock
-    remains the rule: it also fences cancel_event)."""
+    the ledger rows' locks, so even register() calling a copy of `events_book` without its
+    Event lock cannot oversell (the Event lock remains the rule: it also fences
+    cancel_event)."""
+    from pathlib import Path
+
+    from django.db import connection
+
+    import events
+    from events.db import booking as booking_sql
+
     event = factories.EventFactory(seats_limited=True, seats_max=SEATS_LEFT)
-    locking = locks.booking_lock
-
-    def unlocked(reads, ticket_id, slot_id, count):
-        rider = locking(reads, ticket_id, slot_id, count)
-        assert "events_booking_lock(%s, %s, %s, %s, %s)" in rider.ctes
-        rider.ctes = rider.ctes.replace(
-            "events_booking_lock(%s, %s, %s, %s, %s)",
-            "ARRAY(SELECT nextval('events_registration_id_seq'::regclass)"
-            " FROM generate_series(1, %s))",
-        )
-        rider.params = [count]
-        return rider
-
-    monkeypatch.setattr(locks, "booking_lock", unlocked)
+    source = (Path(events.__file__).parent / "db" / "sql" / "book.sql").read_text()
+    book = source[source.index("CREATE OR REPLACE FUNCTION events_book(") :]
+    lock = "PERFORM 1 FROM events_event WHERE id = v_event FOR UPDATE;"
+    assert lock in book
+    unlocked = book.replace("events_book(", "events_book_unlocked(", 1).replace(
+        lock, "PERFORM 1 FROM events_event WHERE id = v_event;"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(unlocked)
+    monkeypatch.setattr(
+        booking_sql,
+        "_BOOK_SQL",
+        booking_sql._BOOK_SQL.replace("events_book(", "events_book_unlocked("),
+    )
 
     (outcome,) = race(
         1,

@@ -2,7 +2,8 @@
 `Registration.state`.
 
 - `rules`: the states, transitions and audit verbs, the ticket/slot pair, answers, contacts;
-- `booking`: `register` (the seats, the rows, the audit, one statement);
+- `booking`: `register` (the seats, the rows, the audit: one `events_book` call) and
+  `read_inputs`, what a booking decides on, for a caller that checks or books on them;
 - `transitions`: confirm, mark attended, undo attendance, cancel, reset to draft, archive;
 - `partner_sync`: the partner's contact details onto its registrations.
 
@@ -11,8 +12,10 @@ Callers use this package's names (`registrations.register`, `registrations.cance
 
 from events.services.registrations.booking import (  # noqa: F401
     BARCODE_ATTEMPTS,
+    BookingInputs,
     is_barcode_collision,
     new_barcode,
+    read_inputs,
     register,
 )
 from events.services.registrations.partner_sync import (  # noqa: F401

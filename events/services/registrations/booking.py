@@ -7,47 +7,40 @@ Invariants:
   then decide, then write); a request for n attendees succeeds or fails whole;
 - every verb writes its audit rows in the same transaction; side effects run after commit.
 
-The booking (`register`) is one statement, which PostgreSQL runs as its own transaction: one
-wait for the server whatever the number of attendees (pipeline.lone_statement; counted on the
-wire by tests/probes/test_round_trips.py):
-1. it decides on the event's inputs — flags, stage, ticket, questions, after_sub schedulers —
-   as this thread read them last (locks.booking_inputs; read first when it has none);
-2. it sends every write as one statement: its first CTE takes the Event row lock and confirms
-   that those inputs are what is committed now (locks.booking_lock), and draws the new
-   registrations' ids under the lock; the registrations, answers, audit and after_sub rows
-   (which carry those ids: rows.Drawn), the overlays' riding hooks (events.hooks) and the seat
-   increment (an upsert returning the counters it produced and checking every limit against
-   them: seats.send_reserve) follow as CTEs that wait for it. A refusal (a limit exceeded, a
-   unique barcode taken) fails the statement, which writes nothing; the seat guard's refusal
-   comes out as `SeatsUnavailable`;
-3. inputs the lock did not confirm (edited since the thread read them) fail the statement too:
-   the booking then reads them under the lock, in a transaction, decides on them and sends the
-   statement again (docs/spec.md, register P12); a refusal decided before the statement on
-   kept inputs is decided again on inputs read for this booking.
-Inside a caller's transaction the atomic block is a savepoint (SAVEPOINT and RELEASE cost a
-round trip each; `savepoint=False` spares both to callers whose whole block fails with the
-booking, whose inputs are then read under the lock first).
+A booking is two round trips (counted on the wire by tests/probes/test_round_trips.py):
+1. it reads its inputs — the event, its stage, the ticket, the questions, the after_sub
+   schedulers — as one frozen `BookingInputs` with their digest (events.db.booking.read_inputs;
+   a caller that holds them hands them over instead, `inputs=`: no round trip) and decides on
+   them in Python: the pair, the caller's `recheck`, the answers, the contact
+   fields, the rows to write, the seats to take (seats.booking_seats);
+2. it hands those rows to `events_book` (events/db/sql/book.sql), one call that is its own
+   transaction: the Event row lock, the check that the inputs are still what is committed,
+   the seats with their limits, the rows. Anything refused raises and writes nothing; the seat
+   guard's refusal comes out as `SeatsUnavailable`.
+Inputs edited between the two (a stale digest): the booking reads them again, under the lock
+this time, in a transaction, and decides again. Inside a caller's transaction the inputs are
+read under the lock from the start (they cannot be stale), and the call is a savepoint unless
+`savepoint=False`. The database work an overlay does for new registrations is its own
+trigger's (leads: migration 0005); the overlays' `registrations_changed` hooks run after
+commit, told what those triggers asked for (`events.after_commit`, events.hooks).
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import nullcontext
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from events import hooks
-from events.db import locks, pipeline
-from events.db import rows as sql_rows
-from events.db.dberrors import violated_constraint
+from events.db import booking as booking_sql
 from events.errors import (
-    DomainError,
     InvalidTransition,
     RegistrationsClosed,
-    SeatsUnavailable,
     ValidationFailed,
 )
 from events.models import (
@@ -80,6 +73,32 @@ def new_barcode() -> str:
     return str(secrets.randbits(64))
 
 
+@dataclass(frozen=True)
+class BookingRequest:
+    """What the caller asks for, checked once (`register`); the booking decides on it with
+    its inputs."""
+
+    event_id: int
+    attendees: tuple[Mapping[str, Any], ...]
+    ticket_id: int | None
+    slot: Slot | None
+    state: str
+    partner_ref: str
+    sale_order_ref: str
+    sale_order_line_ref: str
+    sale_status: str
+    utm: Mapping[str, str]
+    contact_sources: tuple[str, ...]
+    recheck: Callable[[Event, Ticket | None], None] | None
+    held_seats: int
+    actor: Any
+    now: datetime
+
+
+class _Stale(Exception):
+    """The inputs changed between their read and `events_book`."""
+
+
 def register(
     *,
     event: Event,
@@ -98,6 +117,7 @@ def register(
     held_seats: int = 0,
     now=None,
     savepoint: bool = True,
+    inputs: booking_sql.BookingInputs | None = None,
 ) -> list[Registration]:
     """Create one registration per attendee, all or none.
 
@@ -107,14 +127,19 @@ def register(
 
     An attendee is a mapping with name, email, phone, company_name and answers
     ({question_id: text | choice_id}). `contact_sources` (one per attendee, default
-    "attendee") marks rows whose details came from the host partner. The ticket is taken from
-    the booking's inputs, which the statement confirms under the Event row lock (its limit is
-    the one booked against). `recheck(event, ticket)` runs with the inputs' event and ticket,
-    before the answers and seats are decided: the caller's own gates on what can change
+    "attendee") marks rows whose details came from the host partner. The event and the ticket
+    are the booking's inputs as read for it (the ticket's limit, sale window and price may have
+    changed since the caller read it). `recheck(event, ticket)` runs with the inputs' event and
+    ticket, before the answers and seats are decided: the caller's own gates on what can change
     meanwhile (the public intake re-checks stage, end date and sale window there); it refuses
-    by raising a DomainError. Nothing is written unless the lock confirms those inputs; when it
-    does not, the booking decides again on inputs read under the lock, `recheck` included (so
-    it may run twice).
+    by raising a DomainError. When the inputs change before the booking's lock, the booking
+    decides again on inputs read under the lock, `recheck` included (so it may run twice).
+
+    `inputs`: the booking's inputs as the caller read them (`read_inputs(event.pk, ticket.pk)`,
+    for its own checks or for several bookings): outside a transaction the booking decides on
+    them without reading them again, and `events_book` confirms them under the lock (changed
+    since: read again under the lock, decided again). Inside a transaction the inputs are read
+    under the lock whatever the caller holds.
 
     `savepoint=False`, inside a caller's transaction: no savepoint of its own (SAVEPOINT and
     RELEASE are a round trip each). For callers whose whole block fails with the booking (a
@@ -133,120 +158,123 @@ def register(
         raise ValidationFailed(f"Unknown sale status {sale_status!r}.", code="invalid_value")
     if not 0 <= held_seats <= len(attendees) or (held_seats and state != S.OPEN):
         raise ValueError(f"held_seats={held_seats} for {len(attendees)} {state} attendee(s)")
-    now = now or timezone.now()
-    request = {
-        "attendees": attendees,
-        "ticket": ticket,
-        "slot": slot,
-        "state": state,
-        "partner_ref": partner_ref or "",
-        "sale_order_ref": sale_order_ref or "",
-        "sale_order_line_ref": sale_order_line_ref or "",
-        "sale_status": sale_status,
-        "utm": utm or {},
-        "contact_sources": contact_sources,
-        "recheck": recheck,
-        "held_seats": held_seats,
-        "actor": actor,
-        "now": now,
-        "savepoint": savepoint,
-    }
-    # A barcode collision (unique index) aborts the transaction: the whole verb is retried with
-    # fresh barcodes. Retrying here, outside the atomic block, spares every booking the
-    # savepoint an in-transaction retry would need; a collision is never surfaced — except
-    # inside a caller's transaction without a savepoint (an atomic block, or autocommit turned
-    # off by hand: the failed statement aborted it), which only the caller can roll back.
-    retryable = savepoint or (not connection.in_atomic_block and connection.get_autocommit())
+    ticket_id = ticket.pk if ticket is not None else None
+    if inputs is not None and (inputs.event.pk, inputs.ticket_id) != (event.pk, ticket_id):
+        raise ValueError("inputs read for another event or ticket")
+    request = BookingRequest(
+        event_id=event.pk,
+        attendees=tuple(attendees),
+        ticket_id=ticket_id,
+        slot=slot,
+        state=state,
+        partner_ref=partner_ref or "",
+        sale_order_ref=sale_order_ref or "",
+        sale_order_line_ref=sale_order_line_ref or "",
+        sale_status=sale_status,
+        utm=utm or {},
+        contact_sources=tuple(contact_sources or [ContactSource.ATTENDEE] * len(attendees)),
+        recheck=recheck,
+        held_seats=held_seats,
+        actor=actor,
+        now=now or timezone.now(),
+    )
+    in_transaction = connection.in_atomic_block or not connection.get_autocommit()
+    # A barcode collision (unique index) fails the call: the booking is retried with fresh
+    # barcodes — except inside a caller's transaction without a savepoint, which the failed
+    # statement aborted and only the caller can roll back.
+    retryable = savepoint or not in_transaction
     for attempt in range(BARCODE_ATTEMPTS):
         try:
-            return _register(event.pk, **request)
+            if not in_transaction:
+                return _book_alone(request, inputs if attempt == 0 else None)
+            # In a transaction managed by hand too, the atomic block defers the hooks and
+            # nudges to a commit (with no savepoint it sends nothing).
+            with transaction.atomic(savepoint=savepoint):
+                return _book(request, None)
         except IntegrityError as exc:
             if not (retryable and is_barcode_collision(exc)) or attempt == BARCODE_ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def is_barcode_collision(exc: IntegrityError) -> bool:
-    """Whether the error is a registration barcode drawn twice (its unique index)."""
-    return "barcode" in violated_constraint(exc)
+is_barcode_collision = booking_sql.is_barcode_collision
+read_inputs = booking_sql.read_inputs
+BookingInputs = booking_sql.BookingInputs
 
 
-def _register(event_id: int, *, ticket: Ticket | None, savepoint: bool, **request: Any):
-    """The booking, as one statement; its inputs as this thread read them last, checked under
-    the lock by the statement itself. Stale inputs: read again, under the lock this time, and
-    book once more. A refusal decided before the statement (a closed event, a pair or an answer
-    refused, the caller's recheck) is never decided on kept inputs: they are read again first
-    (module docstring)."""
-    ticket_id = ticket.pk if ticket is not None else None
-    # Inside a caller's transaction with no savepoint (an atomic block, or one managed by hand)
-    # a stale refusal could not be retried: the inputs are read under the lock there, first.
-    lock = savepoint is False and (connection.in_atomic_block or not connection.get_autocommit())
-    fresh = False
-    while True:
-        # Kept, or read now — before the atomic block, so that the booking statement can still
-        # be the block's only one (one round trip, pipeline.lone_statement).
-        reads = None if lock else locks.booking_inputs(event_id, ticket_id, fresh=fresh)
-        try:
-            with transaction.atomic(savepoint=savepoint):
-                if reads is None:
-                    reads = locks.booking_inputs(event_id, ticket_id, lock=True)
-                return _book(reads, ticket_id=ticket_id, alone=not lock, **request)
-        except SeatsUnavailable:
-            raise  # decided by the ledger, under the lock, in the statement
-        except DomainError:
-            if reads is None or not reads.kept:
-                raise
-            fresh = True  # refused on kept inputs: decide again on inputs read now
-        except DatabaseError as exc:
-            if locks.is_slot_gone(exc):
-                # The caller's slot was deleted since it read it (a slot is not one of the
-                # inputs: only its existence matters, which the lock checks).
-                raise ValidationFailed(
-                    "This time slot no longer exists.", code="invalid_slot", field="slot"
-                ) from exc
-            if lock or not locks.is_stale(exc):
-                raise
-            locks.forget_booking_inputs(event_id, ticket_id)
-            lock = True  # under the lock the inputs cannot be stale
-
-
-def _book(
-    reads: locks.BookingReads,
-    *,
-    ticket_id: int | None,
-    alone: bool,
-    attendees: Sequence[Mapping[str, Any]],
-    slot: Slot | None,
-    state: str,
-    partner_ref: str,
-    sale_order_ref: str,
-    sale_order_line_ref: str,
-    sale_status: str,
-    utm: Mapping[str, str],
-    contact_sources: Sequence[str] | None,
-    recheck: Callable[[Event, Ticket | None], None] | None,
-    held_seats: int,
-    actor: Any,
-    now,
+def _book_alone(
+    request: BookingRequest, inputs: booking_sql.BookingInputs | None
 ) -> list[Registration]:
-    """Decide on `reads`, then send the booking statement (inside the caller's atomic block;
-    `alone`: as the block's only statement, when it may be: one round trip)."""
-    event = reads.event
+    """Outside a transaction: on the caller's inputs or on inputs read now with no lock,
+    `events_book` as its own transaction (one or two round trips); inputs changed meanwhile:
+    once more in a transaction, read under the lock."""
+    try:
+        return _book(
+            request, inputs or booking_sql.read_inputs(request.event_id, request.ticket_id)
+        )
+    except _Stale:
+        with transaction.atomic():
+            return _book(request, None)
+
+
+def _book(request: BookingRequest, inputs: booking_sql.BookingInputs | None) -> list[Registration]:
+    """Decide on `inputs` (None: read them under the Event lock, in the caller's transaction)
+    and run `events_book`. Raises `_Stale` when `inputs` changed before the booking's lock."""
+    lock = inputs is None
+    if inputs is None:
+        inputs = booking_sql.read_inputs(request.event_id, request.ticket_id, lock=True)
+    rows, ticket, document, mails = _decide(inputs, request)
+    slot_id = request.slot.pk if request.slot is not None else None
+    try:
+        with seats.refusals(slot_id, ticket):
+            ids, signals = booking_sql.book(document)
+    except DatabaseError as exc:
+        if booking_sql.is_slot_gone(exc):
+            # The caller's slot was deleted since it read it (only its existence matters, which
+            # the lock checks).
+            raise ValidationFailed(
+                "This time slot no longer exists.", code="invalid_slot", field="slot"
+            ) from exc
+        if booking_sql.is_stale(exc) and not lock:
+            raise _Stale from exc
+        raise
+    for row, pk in zip(rows, ids, strict=True):
+        row.pk = pk
+    if mails:
+        scheduler.arm_after_sub(mails, now=request.now)
+    actor = request.actor
+    transaction.on_commit(
+        lambda: hooks.run(hooks.registrations_changed, rows, actor, signals), robust=True
+    )
+    return rows
+
+
+def _decide(
+    inputs: booking_sql.BookingInputs, request: BookingRequest
+) -> tuple[list[Registration], Ticket | None, str, list]:
+    """The booking decided on its inputs: the registrations (their primary keys their places,
+    from 1, until `events_book` draws them), the ticket, the document for `events_book`, the
+    after_sub rows."""
+    event = inputs.event
+    state = request.state
     if state == S.OPEN and event.kanban_state == KanbanState.CANCEL:
         raise RegistrationsClosed("The event is cancelled.", reason="cancelled")
     # The ticket as the inputs hold it (its limit, sale window and price may have changed since
-    # the caller read it; the lock checks that these are still the committed ones).
+    # the caller read it; events_book checks that these are still the committed ones).
     fresh: Ticket | _Unknown | None = None
-    if ticket_id is not None:
-        fresh = reads.ticket or UNKNOWN
-    ticket, slot = check_pair(event=event, has_tickets=event.has_tickets, ticket=fresh, slot=slot)
-    if recheck is not None:
-        recheck(event, ticket)
-    questions = reads.questions
+    if request.ticket_id is not None:
+        fresh = inputs.ticket or UNKNOWN
+    ticket, slot = check_pair(
+        event=event, has_tickets=event.has_tickets, ticket=fresh, slot=request.slot
+    )
+    if request.recheck is not None:
+        request.recheck(event, ticket)
+    questions = inputs.questions
+    attendees = request.attendees
     answers = [
         clean_answers(
             questions=questions,
-            choices=reads.choices,
+            choices=inputs.choices,
             raw=a.get("answers"),
             attendee=index,
             country=event.country,
@@ -254,24 +282,24 @@ def _book(
         for index, a in enumerate(attendees)
     ]
     _copy_once_per_order(questions, answers)
-    sources = list(contact_sources or [ContactSource.ATTENDEE] * len(attendees))
+    now, utm = request.now, request.utm
 
     rows = []
     for index, attendee in enumerate(attendees):
         fields = _contact_fields(event, index, attendee, questions, answers[index])
         rows.append(
             Registration(
-                pk=sql_rows.Drawn(index + 1),  # type: ignore[misc]  # drawn under the lock
+                pk=index + 1,  # its place: events_book draws the id under the lock
                 event=event,
                 ticket=ticket,
                 slot=slot,
                 state=state,
                 barcode=new_barcode(),
-                partner_ref=partner_ref,
-                contact_source=sources[index],
-                sale_order_ref=sale_order_ref,
-                sale_order_line_ref=sale_order_line_ref,
-                sale_status=sale_status,
+                partner_ref=request.partner_ref,
+                contact_source=request.contact_sources[index],
+                sale_order_ref=request.sale_order_ref,
+                sale_order_line_ref=request.sale_order_line_ref,
+                sale_status=request.sale_status,
                 utm_source=utm.get("source", "") or "",
                 utm_medium=utm.get("medium", "") or "",
                 utm_campaign=utm.get("campaign", "") or "",
@@ -279,11 +307,6 @@ def _book(
                 **fields,
             )
         )
-
-    # Every write as one statement: the lock first (a leading rider), the registrations, their
-    # answers, audit and after_sub rows and the overlays' riders as CTEs, the seat increment
-    # with its guard last.
-    writes = [sql_rows.insert_statement(rows)]
     answer_rows = [
         RegistrationAnswer(
             registration=row,
@@ -294,11 +317,9 @@ def _book(
         for row, row_answers in zip(rows, answers, strict=True)
         for question_id, value in row_answers.items()
     ]
-    if answer_rows:
-        writes.append(sql_rows.insert_statement(answer_rows))
     audit_rows = [
         audit.entry(
-            actor=actor,
+            actor=request.actor,
             verb="registration.created",
             registration=row,
             data={
@@ -310,37 +331,32 @@ def _book(
         )
         for row in rows
     ]
-    writes.append(sql_rows.insert_statement(audit_rows))
-    if state == S.OPEN and reads.after_sub:
-        mail_rows = scheduler.after_sub_rows(
-            registrations=rows, now=now, schedulers=reads.after_sub
+    mails: list = []
+    seat_change = None
+    slot_id = slot.pk if slot is not None else None
+    if state == S.OPEN:
+        if inputs.after_sub:
+            mails = scheduler.after_sub_rows(
+                registrations=rows, now=now, schedulers=inputs.after_sub
+            )
+        seat_change = seats.booking_seats(
+            event=event,
+            slot_id=slot_id,
+            ticket=ticket,
+            count=len(rows),
+            from_held=request.held_seats,
         )
-        if mail_rows:
-            writes.append(sql_rows.insert_statement(mail_rows))
-            scheduler.arm_after_sub(mail_rows, now=now)
-    lock = locks.booking_lock(reads, ticket_id, slot.pk if slot is not None else None, len(rows))
-    riders, other_hooks = hooks.ride(hooks.registrations_changed, rows, actor)
-    riders = [lock, *riders]
-    # A hook that is not a rider runs its own statements after the booking's, in its
-    # transaction: then the statement cannot be the transaction.
-    with pipeline.lone_statement() if alone and not other_hooks else nullcontext():
-        if state == S.OPEN:
-            seats.send_reserve(
-                event=event,
-                slot_id=slot.pk if slot is not None else None,
-                ticket=ticket,
-                count=len(rows),
-                from_held=held_seats,
-                together_with=writes,
-                riders=riders,
-                after=sql_rows.BOOKING_CTE,
-            ).check()
-        else:
-            sql_rows.close_reading_riders(sql_rows.send(writes, riders), riders)
-    for row, pk in zip(rows, lock.answer, strict=True):
-        row.pk = pk
-    hooks.run(other_hooks, rows, actor)
-    return rows
+    document = booking_sql.document(
+        inputs,
+        ticket_id=request.ticket_id,
+        slot_id=slot_id,
+        registrations=rows,
+        answers=answer_rows,
+        audit=audit_rows,
+        mails=mails,
+        seats=seat_change,
+    )
+    return rows, ticket, document, mails
 
 
 def _copy_once_per_order(questions: dict[int, Question], answers: list[dict[int, Any]]) -> None:

@@ -1,7 +1,7 @@
 """The state machine of spec.md §4 after creation: confirm, mark attended, undo attendance,
 cancel, reset to draft, archive and unarchive. Each locks the Event row and the registration,
 decides on the locked row, moves the seat ledger, writes the row with its audit, and runs the
-overlays' hooks in the same transaction.
+overlays' hooks once it committed.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from events import hooks
+from events.db import booking as booking_sql
 from events.db import locks, pipeline
 from events.db import rows as sql_rows
 from events.db.dberrors import guard_refusal
@@ -96,13 +97,18 @@ def _transition(
             # A seat is free: nudge the waiting list after commit.
             waitlist_nudge.seats_freed(event, someone_waits=reads.someone_waits)
         opening = to == S.OPEN and source == S.DRAFT
-        # The overlays' hooks that only write ride in the row's statement (events.hooks).
-        riders, other_hooks = hooks.ride(hooks.registrations_changed, [reg], actor)
-        # The seats, the row with the audit rows and the riders, the after_sub rows, then
-        # COMMIT: one round trip. Each statement checks itself (a reserve's limits, a ledger or
-        # registration row not there), so a failure skips what is queued behind it; a refusal
-        # surfaces at the block's end (seats.refusals). The COMMIT is only queued when the
-        # transaction is the transition's own and no other hook follows (`Pipeline.commit`).
+        # The overlays' hooks run once this commits, told what their triggers asked for
+        # (events.hooks), which the last statement before the COMMIT reads.
+        signals: list[frozenset[str]] = [frozenset()]
+        transaction.on_commit(
+            lambda: hooks.run(hooks.registrations_changed, [reg], actor, signals[0]),
+            robust=True,
+        )
+        # The seats, the row with the audit rows, the after_sub rows, the overlays' signals,
+        # then COMMIT: one round trip. Each statement checks itself (a reserve's limits, a
+        # ledger or registration row not there), so a failure skips what is queued behind it;
+        # a refusal surfaces at the block's end (seats.refusals). The COMMIT is only queued
+        # when the transaction is the transition's own (`Pipeline.commit`).
         ledger: Any = None
         cursors: list[Any] = []
         try:
@@ -119,24 +125,25 @@ def _transition(
                     ledger = seats.send_apply(event=event, holds=[hold], guarded=True)
                 if ledger is not None and ledger.cursor is not None:
                     cursors.append(ledger.cursor)  # closed by check() / result(), or below
-                cursors.append(_send_transition(reg, audit_rows, riders))
+                cursors.append(_send_transition(reg, audit_rows))
                 if opening:
                     scheduler.registrations_opened(
                         event=event, registrations=[reg], now=now, schedulers=reads.after_sub
                     )
-                if not other_hooks:
-                    pipe.commit()
+                asked = pipeline.cursor()
+                cursors.append(asked)
+                asked.execute(booking_sql.AFTER_COMMIT_SQL, [])
+                pipe.commit()
+            signals[0] = booking_sql.after_commit_names(asked.fetchone()[0])
             if isinstance(ledger, seats.Reservation):
                 ledger.check()  # the counters it produced (the check itself ran in the statement)
             elif ledger is not None:
                 # The rows it changed. Its own statement refused a missing row before the
                 # COMMIT queued behind it; result()'s count check cannot fail after that.
                 ledger.result()
-            sql_rows.read_riders(cursors[-1].fetchone(), riders)
         finally:
             for cursor in cursors:
                 cursor.close()
-        hooks.run(other_hooks, [reg], actor)
     return reg
 
 
@@ -144,8 +151,7 @@ def _transition(
 def _transition_sql() -> str:
     """The transition's UPDATE as the CTE `updated`, and the statement's answer: the check that
     it changed the row (`events_rows_guard`, migration events/0012_rows_guard: the row is
-    locked, so anything else is a defect, refused before the COMMIT queued behind it). The
-    riders' counts follow (`rows.rider_columns`)."""
+    locked, so anything else is a defect, refused before the COMMIT queued behind it)."""
     table = connection.ops.quote_name(Registration._meta.db_table)
     # S608: built from constants (the table name from model meta); values are params.
     return f"""WITH updated AS (
@@ -158,24 +164,20 @@ def _transition_sql() -> str:
     SELECT events_rows_guard((SELECT count(*) FROM updated), 1, 'registration')"""  # noqa: S608
 
 
-def _send_transition(
-    reg: Registration, audit_rows: Sequence[EventAuditLog], riders: Sequence[sql_rows.Rider]
-):
+def _send_transition(reg: Registration, audit_rows: Sequence[EventAuditLog]):
     """Send what a transition may change (state, cancel_source, confirmed_at, date_closed and
-    updated_at), all five whatever changed, with its audit rows and the riding hooks' CTEs, as
-    one statement: fixed, prepared by psycopg, where `save(update_fields=…)` compiled an UPDATE
-    per combination on every call. The row is locked, so writing back an unchanged column's
-    value loses nothing. The statement checks itself that it updated the row
-    (`_transition_sql`). Returns its cursor, open: it answers one row, the check's 0 and the
-    riders' counts (rows.read_riders)."""
+    updated_at), all five whatever changed, with its audit rows, as one statement: fixed,
+    prepared by psycopg, where `save(update_fields=…)` compiled an UPDATE per combination on
+    every call. The row is locked, so writing back an unchanged column's value loses nothing.
+    The statement checks itself that it updated the row (`_transition_sql`). Returns its
+    cursor, open: it answers one row, the check's 0."""
     reg.updated_at = timezone.now()
     values = [reg.state, reg.cancel_source, reg.confirmed_at, reg.date_closed, reg.updated_at]
     return sql_rows.send(
         [
             sql_rows.insert_statement(list(audit_rows)),
-            (_transition_sql() + sql_rows.rider_columns(riders), [*values, reg.pk]),
-        ],
-        riders,
+            (_transition_sql(), [*values, reg.pk]),
+        ]
     )
 
 

@@ -86,22 +86,32 @@ def test_register_writes_rows_audit_and_seats_in_one_go(actor, now):
     assert seats.audit(event=event) == []
 
 
-@pytest.mark.django_db
-def test_register_calls_the_registrations_changed_hook_in_the_transaction(actor):
+@pytest.mark.django_db(transaction=True)
+def test_the_registrations_changed_hook_runs_after_commit_and_never_for_a_rollback(actor):
+    """The booking and a transition call the overlays' hook once their writes committed (the
+    rows are there, with their ids); in a caller's transaction, only when it commits: rolled
+    back, the hook never hears of registrations that do not exist."""
     event = factories.EventFactory()
     seen = []
 
-    def hook(rows, who):
+    def hook(rows, who, signals):
         seen.append(([r.pk for r in rows], who, Registration.objects.filter(event=event).count()))
 
     hooks.registrations_changed.append(hook)
     try:
         rows = registrations.register(event=event, attendees=[{"name": "A"}], actor=actor)
         registrations.cancel(registration=rows[0], actor=actor)
+        with transaction.atomic():
+            (inner,) = registrations.register(event=event, attendees=[{"name": "B"}], actor=actor)
+            assert len(seen) == 2  # not yet: the caller's transaction has not committed
+        with pytest.raises(RuntimeError), transaction.atomic():
+            registrations.register(event=event, attendees=[{"name": "Undone"}], actor=actor)
+            raise RuntimeError("the caller fails after booking")
     finally:
         hooks.registrations_changed.remove(hook)
 
-    assert seen == [([rows[0].pk], actor, 1), ([rows[0].pk], actor, 1)]
+    assert seen == [([rows[0].pk], actor, 1), ([rows[0].pk], actor, 1), ([inner.pk], actor, 2)]
+    assert not Registration.objects.filter(name="Undone").exists()
 
 
 @pytest.mark.django_db
@@ -437,44 +447,6 @@ def test_sync_from_partner_leaves_archived_registrations_alone(actor):
     assert not EventAuditLog.objects.filter(
         verb="registration.partner_synced", registration_id=archived.pk
     ).exists()
-
-
-@pytest.mark.django_db
-def test_the_booking_draws_ids_from_the_registration_tables_own_sequence(actor):
-    """locks.REGISTRATION_SEQUENCE is a constant in the booking's prepared statement: it must be
-    the sequence PostgreSQL itself reports for the id column."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_get_serial_sequence('events_registration', 'id')")
-        assert cursor.fetchone()[0] == f"public.{locks.REGISTRATION_SEQUENCE}"
-    (row,) = registrations.register(
-        event=factories.EventFactory(), attendees=[{"name": "A"}], actor=actor
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT last_value FROM {locks.REGISTRATION_SEQUENCE}")  # noqa: S608
-        assert cursor.fetchone()[0] == row.pk
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_booking_marked_for_rollback_inside_commits_nothing(actor):
-    """The booking queues its own COMMIT when it opened the transaction; a hook that marks the
-    transaction for rollback (transaction.set_rollback, as Django does for an error caught
-    after an inner atomic block) must win, as it would with Django's own commit."""
-    event = factories.EventFactory(seats_limited=True, seats_max=5)
-    ran: list[str] = []
-
-    def hook(rows, who):
-        transaction.on_commit(lambda: ran.append("on_commit"))
-        transaction.set_rollback(True)
-
-    hooks.registrations_changed.append(hook)
-    try:
-        registrations.register(event=event, attendees=[{"name": "A"}], actor=actor)
-    finally:
-        hooks.registrations_changed.remove(hook)
-    assert not Registration.objects.filter(event=event).exists()
-    assert seats.audit(event=event) == []
-    assert ran == []
-    assert len(registrations.register(event=event, attendees=[{"name": "B"}], actor=actor)) == 1
 
 
 @pytest.mark.django_db(transaction=True)

@@ -385,9 +385,9 @@ def test_register_costs_the_same_queries_with_0_and_5000_registrations(actor):
     assert seats.availability(event=full) == 10_000 - 5_001
     assert seats.audit(event=full) == []
     # no statement of a booking reads the registrations table (to count them or otherwise): the
-    # counts it has are the seat guard's and the lead hook's, over rows the statement wrote
+    # counts it has are the seat guard's, inside events_book, over the ledger rows it changed
     assert not [q for q in on_full if re.search(r'\bFROM\s+"?events_registration"?\s', q)]
-    assert [q for q in on_full if "events_seats_guard(" in q]  # the guard ran, in the writes
+    assert [q for q in on_full if "events_book(" in q]  # the locked work, one call
 
 
 # --- the guard: the limit check inside the statement that takes the seats ---------------------
@@ -476,9 +476,9 @@ def test_a_refusal_reaching_the_client_mid_queue_logs_nothing_and_writes_nothing
 
 @pytest.mark.django_db(transaction=True)
 def test_a_booking_that_owns_its_transaction_commits_nothing_when_the_ledger_misses_rows(actor):
-    """Outside any transaction the booking queues its COMMIT behind the writes: the guard must
-    refuse a ledger statement that changed no row (held seats that are not there) before that
-    COMMIT, not a check after it."""
+    """Outside any transaction `events_book` is its own transaction: its guard must refuse a
+    ledger change that found no row (held seats that are not there) inside it, so nothing
+    commits."""
     event = factories.EventFactory(seats_limited=True, seats_max=5)
     with pytest.raises(RuntimeError, match="missing rows"):
         registrations.register(event=event, attendees=[{"name": "Held"}], held_seats=1, actor=actor)

@@ -1,7 +1,6 @@
-"""The booking as one statement (registrations.register, docs/spec.md "The booking in one
-statement"): every part waits for the Event lock its first CTE takes; the statement is the
-whole transaction of its atomic block; the drawn ids and the leading rider in the SQL; the
-inputs a thread keeps."""
+"""The booking's locked work as one function call (`events_book`, events/db/sql/book.sql):
+nothing is touched before the Event lock; inputs that changed since they were read are read
+again under the lock and decided on again; a slot deleted meanwhile is refused there."""
 
 from __future__ import annotations
 
@@ -11,9 +10,7 @@ import time
 import psycopg
 import pytest
 from django.db import connection, transaction
-from psycopg import pq
 
-from events.db import locks, pipeline, rows
 from events.models import Event, Registration, SeatLedger
 from events.services import registrations
 from leads.models import LeadRequest
@@ -40,9 +37,8 @@ def _row_free(sql: str, key: int) -> bool:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_booking_waiting_for_the_event_lock_holds_no_ledger_or_lead_request_row(actor):
-    """PostgreSQL runs a statement's CTEs in no set order; the booking's parts refer to its
-    lock CTE, so none runs before the Event row is locked. While the booking waits for that
-    lock, the seat-ledger row and the event's lead request (both existing: upserts that ran
+    """`events_book` takes the Event row lock before anything else. While the booking waits
+    for that lock, the seat-ledger row and the event's lead request (both existing: upserts that ran
     early would lock them) stay free for others — the lock order of every verb, Event first."""
     event = factories.EventFactory(seats_limited=True, seats_max=10)
     registrations.register(event=event, attendees=[{"name": "First"}], actor=actor)
@@ -87,132 +83,65 @@ def test_a_booking_waiting_for_the_event_lock_holds_no_ledger_or_lead_request_ro
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_lone_statement_is_the_whole_transaction_and_on_commit_runs_after_it():
-    event = factories.EventFactory()
-    ran: list[str] = []
-    with transaction.atomic():
-        with pipeline.lone_statement() as owned:
-            assert owned
-            transaction.on_commit(lambda: ran.append("after"))
-            with connection.cursor() as cursor:
-                cursor.execute("UPDATE events_event SET name = 'Renamed' WHERE id = %s", [event.pk])
-            raw = connection.connection
-            assert raw.info.transaction_status == pq.TransactionStatus.IDLE  # committed
-        assert raw.autocommit is False  # back to the atomic block's setting
-        with psycopg.connect(database_url(), autocommit=True) as other:
-            (name,) = other.execute(
-                "SELECT name FROM events_event WHERE id = %s", [event.pk]
-            ).fetchone()
-        assert name == "Renamed" and ran == []
-    assert ran == ["after"]
-    assert connection.connection.autocommit is True
+def test_inputs_edited_after_the_read_are_read_again_under_the_lock_and_decided_on(actor):
+    """The ticket's price changes between the booking's read of its inputs and its call of
+    `events_book` (the caller's recheck runs in between): the function refuses the stale
+    digest and writes nothing; the booking reads the inputs again, under the lock, decides
+    again (the recheck runs twice, the second time on the new price) and books."""
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    ticket = factories.TicketFactory(event=event, price=10)
+    prices: list[str] = []
+
+    def edit_once(event, ticket) -> None:
+        prices.append(str(ticket.price))
+        if len(prices) == 1:
+            with psycopg.connect(database_url(), autocommit=True) as other:
+                other.execute("UPDATE events_ticket SET price = 12 WHERE id = %s", [ticket.pk])
+
+    (row,) = registrations.register(
+        event=event, attendees=[{"name": "A"}], ticket=ticket, recheck=edit_once, actor=actor
+    )
+    assert [float(p) for p in prices] == [10.0, 12.0]
+    assert list(event.registrations.values_list("pk", flat=True)) == [row.pk]
+    assert SeatLedger.objects.get(event=event, slot=None, ticket=None).reserved == 1
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_lone_statement_takes_over_nothing_in_a_savepoint_or_a_begun_transaction():
-    with transaction.atomic():
-        with transaction.atomic(), pipeline.lone_statement() as owned:
-            assert not owned
-    with transaction.atomic():
-        Event.objects.exists()  # the transaction is under way
-        with pipeline.lone_statement() as owned:
-            assert not owned
-            assert connection.connection.autocommit is False
+def test_a_stale_digest_is_refused_by_the_function_and_writes_nothing(actor):
+    """`events_book` itself: a document whose digest is not the inputs' as committed is
+    refused (`events_booking_stale`) before any row is written."""
+    from django.db import DatabaseError
 
+    from events.db import booking as booking_sql
+    from events.models import EventAuditLog
 
-def test_a_drawn_id_is_written_as_its_subquery_in_every_row_or_refused():
-    first = Registration(pk=rows.Drawn(1), event_id=1, barcode="1", name="A")
-    second = Registration(pk=rows.Drawn(2), event_id=1, barcode="2", name="B")
-    sql, params = rows.insert_statement([first, second])
-    assert sql.count(rows.Drawn.sql) == 2
-    assert params.count(1) >= 1 and 2 in params
-    with pytest.raises(TypeError, match="drawn id in some rows only"):
-        rows.insert_statement(
-            [
-                Registration(pk=rows.Drawn(1), event_id=1, barcode="1", name="A"),
-                Registration(pk=7, event_id=1, barcode="2", name="B"),
-            ]
-        )
-    assert rows.Drawn(1).statement(offset=-1) == (f"({rows.Drawn.sql} + %s)", [1, -1])
-    assert rows.Drawn(1) < rows.Drawn(2)
-
-
-def test_a_leading_rider_comes_first_and_its_parameters_with_it():
-    lead = rows.Rider(ctes="lead AS (SELECT %s AS x)", params=["L"], counted="lead", leading=True)
-    tail = rows.Rider(ctes="tail AS (SELECT %s AS y)", params=["T"], counted="tail")
-    sql, params = rows.combined([("INSERT INTO t (v) VALUES (%s)", ["W"])], [lead, tail])
-    assert sql.index("lead AS") < sql.index("w0 AS") < sql.index("tail AS")
-    assert params == ["L", "W", "T"]
-    column = rows.Rider(ctes="c AS (SELECT 1)", params=[], counted="c", column="(SELECT 5)")
-    assert rows.rider_columns([column, tail]) == ", (SELECT 5), (SELECT count(*) FROM tail)"
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    inputs = booking_sql.read_inputs(event.pk, None)
+    Event.objects.filter(pk=event.pk).update(name="Renamed")
+    row = Registration(pk=1, event=event, name="A", barcode="1", state="open")
+    document = booking_sql.document(
+        inputs,
+        ticket_id=None,
+        slot_id=None,
+        registrations=[row],
+        seats={"requested": 1, "changes": [[None, None, 1, 0, 0]], "limits": []},
+    )
+    with pytest.raises(DatabaseError) as refused:
+        booking_sql.book(document)
+    assert booking_sql.is_stale(refused.value)
+    assert not Registration.objects.filter(event=event).exists()
+    assert not SeatLedger.objects.filter(event=event).exists()
+    assert not EventAuditLog.objects.filter(event_id=event.pk).exists()
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_inputs_a_thread_keeps_are_bounded_and_a_deleted_event_forgets_its_own(
-    actor, monkeypatch
-):
-    monkeypatch.setattr(locks, "_KEPT", 2)
-    events = [factories.EventFactory() for _ in range(3)]
-    locks.booking_inputs(events[0].pk, None)
-    locks.booking_inputs(events[1].pk, None)
-    assert locks.booking_inputs(events[0].pk, None).kept  # used again: the most recent now
-    locks.booking_inputs(events[2].pk, None)
-    assert list(locks._kept.inputs) == [(events[0].pk, None), (events[2].pk, None)]
-    gone = events[-1]
-    assert (gone.pk, None) in locks._kept.inputs
-    Event.objects.filter(pk=gone.pk).delete()
-    with pytest.raises(Event.DoesNotExist):
-        registrations.register(event=gone, attendees=[{"name": "A"}], actor=actor)
-    assert (gone.pk, None) not in locks._kept.inputs
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_refusal_is_never_decided_on_kept_inputs(actor):
-    """The thread kept an event's inputs; the event is cancelled since. A request that the kept
-    inputs would refuse for another reason (a slot on an event without slots) is refused for
-    the reason the committed event gives, checked first: registrations closed."""
-    from events.errors import RegistrationsClosed
-    from events.services import events as event_services
-
-    event = factories.EventFactory()
-    other = factories.EventFactory(is_multi_slots=True)
-    slot = factories.SlotFactory(event=other)
-    registrations.register(event=event, attendees=[{"name": "Kept"}], actor=actor)
-    event_services.cancel_event(event=event, actor=actor)
-    with pytest.raises(RegistrationsClosed):
-        registrations.register(event=event, attendees=[{"name": "A"}], slot=slot, actor=actor)
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_booking_the_kept_inputs_would_refuse_is_decided_again_and_booked(actor):
-    """Kept inputs say the event has tickets (so one must be chosen); the ticket was deleted
-    since: the booking without a ticket is decided again on the inputs read now, and books."""
-    from events.services import tickets
-
-    event = factories.EventFactory()
-    ticket = factories.TicketFactory(event=event)
-    assert locks.booking_inputs(event.pk, None).event.has_tickets  # kept by this thread
-    tickets.delete_ticket(ticket=ticket, actor=actor)
-    (row,) = registrations.register(event=event, attendees=[{"name": "After"}], actor=actor)
-    assert row.ticket_id is None and row.pk is not None
-    assert not locks.booking_inputs(event.pk, None).event.has_tickets  # kept now: the new ones
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_block_marked_for_rollback_is_not_taken_over_and_the_booking_writes_nothing(actor):
-    """A block marked to be rolled back (`transaction.set_rollback(True)`) is never made a
-    transaction of its own statement: nothing in it may commit. A booking whose caller's
-    recheck marks its block is refused by Django (no query runs in a block so marked) and
-    writes nothing."""
+def test_a_recheck_that_marks_a_rollback_refuses_the_booking_and_writes_nothing(actor):
+    """A booking whose caller's recheck asks for a rollback (`transaction.set_rollback(True)`)
+    is refused by Django and writes nothing."""
     from django.db.transaction import TransactionManagementError
 
     event = factories.EventFactory(seats_limited=True, seats_max=5)
     registrations.register(event=event, attendees=[{"name": "Warm"}], actor=actor)
-    with transaction.atomic():
-        transaction.set_rollback(True)
-        with pipeline.lone_statement() as owned:
-            assert not owned
-            assert connection.connection.autocommit is False
 
     def mark(event, ticket) -> None:
         transaction.set_rollback(True)
@@ -230,7 +159,7 @@ def test_a_block_marked_for_rollback_is_not_taken_over_and_the_booking_writes_no
 @pytest.mark.django_db(transaction=True)
 def test_a_stage_edit_waits_for_a_booking_holding_the_event_lock(actor):
     """A caller's transaction books with no savepoint (its inputs read under the Event lock,
-    then the statement): a change to the event's stage `pipe_end` meanwhile — a booking input
+    then `events_book`): a change to the event's stage `pipe_end` meanwhile — a booking input
     — waits for the Event lock, so the statement finds the inputs it decided on and books;
     the stage edit lands after."""
     from events.services import reference
@@ -284,8 +213,8 @@ def test_a_slot_deleted_since_the_caller_read_it_is_refused_as_invalid_and_write
     actor, where
 ):
     """A slot is not one of the booking's inputs (only that it is still the event's matters):
-    deleted after the caller read it, the booking lock refuses it under the Event lock —
-    `invalid_slot`, at the statement, so inside a caller's transaction too (the foreign keys to
+    deleted after the caller read it, `events_book` refuses it under the Event lock —
+    `invalid_slot`, at the call, so inside a caller's transaction too (the foreign keys to
     it are only checked at COMMIT)."""
     from contextlib import nullcontext
 
@@ -314,3 +243,42 @@ def test_a_slot_deleted_since_the_caller_read_it_is_refused_as_invalid_and_write
     assert list(event.registrations.values_list("name", flat=True)) == ["Warm"]
     assert EventAuditLog.objects.count() == audit_rows
     assert list(SeatLedger.objects.filter(event=event).values_list("slot_id", "reserved")) == ledger
+
+
+@pytest.mark.django_db(transaction=True)
+def test_inputs_the_caller_holds_are_confirmed_under_the_lock_and_read_again_when_stale(actor):
+    """A caller hands register() inputs it read earlier: the booking decides on them without
+    reading; a ticket limit lowered since is caught by `events_book`'s digest under the lock,
+    and the booking reads the inputs again and decides on the new limit."""
+    from events.errors import SeatsUnavailable
+
+    event = factories.EventFactory()
+    ticket = factories.TicketFactory(event=event, seats_max=3)
+    held = registrations.read_inputs(event.pk, ticket.pk)
+    for name in ("A", "B"):
+        registrations.register(
+            event=event, attendees=[{"name": name}], ticket=ticket, inputs=held, actor=actor
+        )
+    ticket.seats_max = 2
+    ticket.save(update_fields=["seats_max"])
+
+    with pytest.raises(SeatsUnavailable):  # the held inputs still say 3: decided again on 2
+        registrations.register(
+            event=event, attendees=[{"name": "C"}], ticket=ticket, inputs=held, actor=actor
+        )
+    assert event.registrations.count() == 2
+
+
+@pytest.mark.django_db
+def test_inputs_read_for_another_event_or_ticket_are_refused(actor):
+    event, other = factories.EventFactory(), factories.EventFactory()
+    ticket = factories.TicketFactory(event=event)
+    for held in (
+        registrations.read_inputs(other.pk, None),
+        registrations.read_inputs(event.pk, None),
+    ):
+        with pytest.raises(ValueError, match="another event or ticket"):
+            registrations.register(
+                event=event, attendees=[{"name": "A"}], ticket=ticket, inputs=held, actor=actor
+            )
+    assert not event.registrations.exists()

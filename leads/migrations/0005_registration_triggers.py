@@ -1,0 +1,88 @@
+"""The lead requests follow the registrations from the database: two statement-level triggers
+on events_registration call `leads_cover_request` (migration 0004) in the transaction that
+wrote the registrations, whoever wrote them (the booking's `events_book`, a transition, a
+bulk write).
+
+- `leads_registrations_added` (AFTER INSERT): per event of the new rows, in ascending event
+  order (the lock order of request rows), the request is made to cover every rule from below
+  the event's lowest new registration;
+- `leads_registrations_moved` (AFTER UPDATE): the same for the rows whose state changed (an
+  UPDATE that changes no state, a contact edit, writes nothing).
+
+The registrations' writers hold the Event row lock when they write (lock first), so the
+request row is always locked after the Event row. When a trigger wrote a request, it adds
+`leads` to the transaction's `events.after_commit` (events.hooks), and the Python hook nudges
+the pass after commit (leads.services.requests.registrations_changed); a request that already
+covered the rows, left unwritten, asks for nothing (its pass is already due).
+"""
+
+from django.db import migrations
+
+CREATE = """
+CREATE OR REPLACE FUNCTION leads_registrations_added() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (
+        SELECT 1
+          FROM (SELECT leads_cover_request(a.event_id, a.lowest - 1) AS written
+                  FROM (SELECT event_id, min(id) AS lowest FROM leads_added
+                         GROUP BY event_id ORDER BY event_id) AS a
+                OFFSET 0) AS w
+         WHERE w.written IS NOT NULL
+    ) THEN
+        PERFORM leads_after_commit();
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION leads_registrations_moved() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (
+        SELECT 1
+          FROM (SELECT leads_cover_request(a.event_id, a.lowest - 1) AS written
+                  FROM (SELECT n.event_id, min(n.id) AS lowest
+                          FROM leads_new AS n JOIN leads_old AS o ON o.id = n.id
+                         WHERE n.state IS DISTINCT FROM o.state
+                         GROUP BY n.event_id ORDER BY n.event_id) AS a
+                OFFSET 0) AS w
+         WHERE w.written IS NOT NULL
+    ) THEN
+        PERFORM leads_after_commit();
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- A request was written: ask the writer to nudge the lead pass after commit (events.hooks:
+-- the transaction-local `events.after_commit` names the overlays to tell).
+CREATE OR REPLACE FUNCTION leads_after_commit() RETURNS void
+LANGUAGE sql AS $$
+    SELECT set_config(
+        'events.after_commit',
+        concat_ws(',', NULLIF(current_setting('events.after_commit', true), ''), 'leads'),
+        true)
+$$;
+
+CREATE TRIGGER leads_registrations_added AFTER INSERT ON events_registration
+    REFERENCING NEW TABLE AS leads_added
+    FOR EACH STATEMENT EXECUTE FUNCTION leads_registrations_added();
+CREATE TRIGGER leads_registrations_moved AFTER UPDATE ON events_registration
+    REFERENCING OLD TABLE AS leads_old NEW TABLE AS leads_new
+    FOR EACH STATEMENT EXECUTE FUNCTION leads_registrations_moved();
+"""
+
+DROP = """
+DROP TRIGGER IF EXISTS leads_registrations_moved ON events_registration;
+DROP TRIGGER IF EXISTS leads_registrations_added ON events_registration;
+DROP FUNCTION IF EXISTS leads_registrations_moved();
+DROP FUNCTION IF EXISTS leads_registrations_added();
+DROP FUNCTION IF EXISTS leads_after_commit();
+"""
+
+
+class Migration(migrations.Migration):
+    dependencies = [("leads", "0004_cover_request")]
+
+    operations = [migrations.RunSQL(CREATE, DROP)]
