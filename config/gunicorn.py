@@ -9,7 +9,23 @@ whole-body deadline: deployments put a buffering reverse proxy in front (docker-
 receives the whole request before it reaches gunicorn; docs/runbook.md).
 """
 
-BODY_READ_TIMEOUT = 10
+import os
+
+
+def _body_read_timeout() -> float:
+    """WEB_BODY_READ_TIMEOUT (seconds, default 10): how long one silent read of a request body
+    may hold a thread. Anything but a number in (0, 300] stops the server at start-up."""
+    raw = os.environ.get("WEB_BODY_READ_TIMEOUT", "10")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 300:  # NaN fails too
+        raise SystemExit(f"WEB_BODY_READ_TIMEOUT must be seconds in (0, 300], not {raw!r}")
+    return value
+
+
+BODY_READ_TIMEOUT = _body_read_timeout()
 
 worker_class = "gthread"
 workers = 2

@@ -30,7 +30,8 @@ from tests.events.capability.test_capability_server import get, procfile_web, se
 
 ROOT = Path(__file__).resolve().parents[3]
 SLOW_CLIENTS = 10
-ANSWER_DEADLINE = 1.0  # seconds: the issue's "within 1 s"
+ANSWER_DEADLINE = 1.0  # seconds: an answer to a fast client within 1 s
+BODY_READ_TIMEOUT = 2  # seconds, the served process's WEB_BODY_READ_TIMEOUT
 
 
 @pytest.fixture
@@ -40,7 +41,9 @@ def server(free_port, tmp_path):
         proc = subprocess.Popen(
             procfile_web(free_port),
             cwd=ROOT,
-            env=server_env(),
+            # a stalled read answers after 2 s instead of the default 10 (the trickle below
+            # sends a byte every 0.2 s)
+            env=server_env(WEB_BODY_READ_TIMEOUT=str(BODY_READ_TIMEOUT)),
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -224,7 +227,7 @@ def test_an_unreadable_body_answers_4xx_with_one_warning_line(
 @pytest.mark.django_db(transaction=True)  # the server reads what the test commits
 def test_a_stalled_body_answers_408_and_logs_one_warning_line(server):
     """A real socket: the headers and a few bytes, then silence; gunicorn's read times out
-    (BODY_READ_TIMEOUT) and the answer comes, one per connection, without a traceback."""
+    (WEB_BODY_READ_TIMEOUT) and the answer comes, one per connection, without a traceback."""
     port, log = server
     event = factories.EventFactory(is_published=True)
     paths = {
@@ -266,3 +269,21 @@ def test_a_stalled_body_answers_408_and_logs_one_warning_line(server):
     warnings = [line for line in text.splitlines() if "could not be read" in line]
     assert len(warnings) == 3 and all(" WARNING events.request " in w for w in warnings), text
     assert "Traceback" not in text and " ERROR " not in text, text
+
+
+@pytest.mark.parametrize("raw", ["0", "-1", "301", "ten", "nan", ""])
+def test_a_body_read_timeout_that_is_not_seconds_stops_the_server_at_start_up(monkeypatch, raw):
+    import runpy
+
+    monkeypatch.setenv("WEB_BODY_READ_TIMEOUT", raw)
+    with pytest.raises(SystemExit, match="WEB_BODY_READ_TIMEOUT must be seconds"):
+        runpy.run_path(str(ROOT / "config" / "gunicorn.py"))
+
+
+def test_the_body_read_timeout_defaults_to_ten_seconds(monkeypatch):
+    import runpy
+
+    monkeypatch.delenv("WEB_BODY_READ_TIMEOUT", raising=False)
+    assert runpy.run_path(str(ROOT / "config" / "gunicorn.py"))["BODY_READ_TIMEOUT"] == 10
+    monkeypatch.setenv("WEB_BODY_READ_TIMEOUT", "2.5")
+    assert runpy.run_path(str(ROOT / "config" / "gunicorn.py"))["BODY_READ_TIMEOUT"] == 2.5
