@@ -116,8 +116,9 @@ def document(
     mails: Sequence[models.Model] = (),
     seats: dict[str, Any] | None = None,
 ) -> str:
-    """The booking document `events_book` takes, as JSON text. The registrations' primary keys
-    and the followers' `registration_id` are places in `registrations` (from 1); `seats`:
+    """The booking document `events_book` takes, as JSON text. The followers'
+    `registration_id` are places in `registrations` (from 1; the registrations' own primary
+    keys are ignored there: the insert draws them); `seats`:
     {"requested": n, "changes": [[slot, ticket, reserved, used, held], …], "limits":
     [[slot, ticket, max], …]}, or None when the booking takes no seat."""
     now = timezone.now()

@@ -121,14 +121,15 @@ BEGIN
         END IF;
     END IF;
 
-    v_ids := ARRAY(SELECT nextval(pg_get_serial_sequence('events_registration', 'id')) AS id
-                     FROM generate_series(1, jsonb_array_length(p_booking->'registrations'))
-                    ORDER BY id);
-    INSERT INTO events_registration
-    SELECT r.*
-      FROM jsonb_array_elements(p_booking->'registrations') WITH ORDINALITY AS x (o, n),
-           LATERAL jsonb_populate_record(
-               NULL::events_registration, x.o || jsonb_build_object('id', v_ids[x.n])) AS r;
+    -- The ids come from the identity column as the rows are inserted, in the document's order
+    -- (so ascending in it), under the lock.
+    WITH added AS (
+        INSERT INTO events_registration OVERRIDING USER VALUE
+        SELECT * FROM jsonb_populate_recordset(
+            NULL::events_registration, p_booking->'registrations')
+        RETURNING id
+    )
+    SELECT array_agg(id ORDER BY id) INTO v_ids FROM added;
     IF p_booking ? 'answers' THEN
         INSERT INTO events_registrationanswer OVERRIDING USER VALUE
         SELECT r.*

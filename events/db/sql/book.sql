@@ -23,11 +23,12 @@
 --      `events_seats_unavailable`). Taking new seats (`create`) is one upsert; moving seats
 --      held for this booking (an accepted waiting-list offer) updates rows that must be there
 --      (`events_seat_ledger_rows_missing` otherwise);
---   3. the registration ids, drawn under the lock, ascending;
---   4. the registrations, their answers, audit rows and after_sub rows. A follower row names
---      its registration by its place in `registrations` (from 1); each row is a record of its
---      table (jsonb_populate_record), so a column added to a model travels without a change
---      here; the followers' own ids come from their identity columns (OVERRIDING USER VALUE).
+--   3. the registrations, their answers, audit rows and after_sub rows. Each row is a record
+--      of its table (jsonb_populate_record[set]), so a column added to a model travels
+--      without a change here; every id comes from its table's identity column (OVERRIDING
+--      USER VALUE), the registrations' in the document's order, so ascending in it and drawn
+--      under the lock; a follower row names its registration by its place in `registrations`
+--      (from 1).
 --   Returns the registration ids and `after_commit`: what the triggers on these rows asked to
 --   be told once the transaction commits. An overlay's trigger that wrote something needing
 --   after-commit work (a nudge) appends its name to the transaction-local setting
@@ -143,14 +144,15 @@ BEGIN
         END IF;
     END IF;
 
-    v_ids := ARRAY(SELECT nextval(pg_get_serial_sequence('events_registration', 'id')) AS id
-                     FROM generate_series(1, jsonb_array_length(p_booking->'registrations'))
-                    ORDER BY id);
-    INSERT INTO events_registration
-    SELECT r.*
-      FROM jsonb_array_elements(p_booking->'registrations') WITH ORDINALITY AS x (o, n),
-           LATERAL jsonb_populate_record(
-               NULL::events_registration, x.o || jsonb_build_object('id', v_ids[x.n])) AS r;
+    -- The ids come from the identity column as the rows are inserted, in the document's order
+    -- (so ascending in it), under the lock.
+    WITH added AS (
+        INSERT INTO events_registration OVERRIDING USER VALUE
+        SELECT * FROM jsonb_populate_recordset(
+            NULL::events_registration, p_booking->'registrations')
+        RETURNING id
+    )
+    SELECT array_agg(id ORDER BY id) INTO v_ids FROM added;
     IF p_booking ? 'answers' THEN
         INSERT INTO events_registrationanswer OVERRIDING USER VALUE
         SELECT r.*

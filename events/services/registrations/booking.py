@@ -289,7 +289,7 @@ def _decide(
         fields = _contact_fields(event, index, attendee, questions, answers[index])
         rows.append(
             Registration(
-                pk=index + 1,  # its place: events_book draws the id under the lock
+                pk=index + 1,  # its place, which followers name; events_book's insert draws the id
                 event=event,
                 ticket=ticket,
                 slot=slot,
