@@ -67,6 +67,24 @@ def read_inputs(event_id: int, ticket_id: int | None, *, lock: bool = False) -> 
     if not found or found[0][0] is None:
         raise Event.DoesNotExist(f"Event {event_id} does not exist.")
     (text, digest), *_ = found
+    return inputs_from(text, digest, ticket_id)
+
+
+# What a caller adds to a statement of its own to read the inputs with it (the public intake:
+# one round trip for its checks' reads and the booking's inputs): a LATERAL join on the event
+# row aliased `e`, with the ticket id as its one parameter; it selects `inputs_text` (NULL
+# when the event has none: never) and `inputs_digest`, which `inputs_from` takes.
+INPUTS_JOIN = """
+    LEFT JOIN LATERAL (
+        SELECT i::text AS inputs_text, md5(i::text) AS inputs_digest
+          FROM events_booking_inputs(e.id, %s) AS i
+    ) AS booking_inputs ON true
+"""
+
+
+def inputs_from(text: str, digest: str, ticket_id: int | None) -> BookingInputs:
+    """`BookingInputs` from the inputs document (`events_booking_inputs`'s text) and its md5,
+    read for `ticket_id`."""
     event, pipe_end, has_tickets, ticket, questions, after_sub = json.loads(
         text, parse_float=Decimal
     )

@@ -18,9 +18,9 @@ from events.models.reference import (
 
 
 class Event(models.Model):
-    # Not columns: flags a raw lock statement adds to the row it returns (for the type
-    # checker; absent on other instances): the booking's inputs (`locks.booking_inputs`) and
-    # the intake's locked stage read.
+    # Not columns: flags a raw read adds to the row it returns (for the type checker; absent
+    # on other instances): the booking's inputs (`events.db.booking.read_inputs`) and the
+    # intake's stage read.
     has_tickets: bool
     stage_pipe_end: bool
     stage_is_cancelled: bool  # the intake's read only (rules.in_cancelled_stage)

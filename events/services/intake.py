@@ -33,6 +33,7 @@ from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 from events import inputs, ratelimit, rules
+from events.db import booking as booking_sql
 from events.db import pipeline
 from events.db.dberrors import violated_constraint
 from events.errors import DomainError, NotFound, RegistrationsClosed, ValidationFailed
@@ -106,7 +107,10 @@ def submit(
 ) -> IntakeResult:
     """Register the attendees of one public request, or refuse with the first failed check."""
     now = now or timezone.now()
-    event = _public_event(event_id) if inputs.as_id(event_id) is not None else None
+    # The ticket asked for, if the body names one as an id: the booking's inputs are read for
+    # it with the event (one round trip); anything else is refused by the checks below.
+    ticket_hint = inputs.as_id(payload.get("ticket_id")) if isinstance(payload, Mapping) else None
+    event = _public_event(event_id, ticket_hint) if inputs.as_id(event_id) is not None else None
     if event is None:
         raise NotFound("No such event.")
     ratelimit.hit(scope="intake", client=client)
@@ -194,6 +198,7 @@ def _register(event: Event, payload: Mapping[str, Any], key: str | None, now) ->
     def book() -> list[Registration]:
         # Re-checks what can change (recheck) on inputs confirmed under the Event row lock,
         # books the seats (sold_out).
+        held = loaded.booking
         return registrations.register(
             event=event,
             attendees=attendees,
@@ -204,6 +209,8 @@ def _register(event: Event, payload: Mapping[str, Any], key: str | None, now) ->
             actor=PUBLIC,
             recheck=recheck,
             now=now,
+            # read with the event for the ticket the body named; `events_book` confirms them
+            inputs=held if held.ticket_id == (ticket.pk if ticket else None) else None,
         )
 
     if key is None:
@@ -300,7 +307,9 @@ def _intake_sql() -> str:
                (SELECT json_agg(json_build_array(c.question_id, c.id) ORDER BY c.id)
                   FROM {choice} c JOIN {question} q ON q.id = c.question_id
                  WHERE q.event_id = e.id AND q.active AND q.question_type = %s)::text
+               , booking_inputs.inputs_text, booking_inputs.inputs_digest
           FROM {event} e JOIN {stage} s ON s.id = e.stage_id
+          {booking_sql.INPUTS_JOIN}
          WHERE e.id = %s
     """  # noqa: S608
 
@@ -313,6 +322,7 @@ class _Loaded:
     slots: dict[int, Slot]
     questions: list[Question]
     choices: dict[int, set[int]]
+    booking: booking_sql.BookingInputs  # the booking's inputs, read in the same statement
 
 
 _LOADED = "_intake_loaded"  # where _public_event leaves the event's _Loaded for _load
@@ -331,11 +341,11 @@ def _instances(model: type[M], text: str | None) -> list[M]:
     ]
 
 
-def _read(event_id: int) -> tuple[Event, _Loaded] | None:
+def _read(event_id: int, ticket_id: int | None = None) -> tuple[Event, _Loaded] | None:
     """The event (any state; `stage_pipe_end`, `stage_is_cancelled` set: the stage's flags
     `rules.closed_reason` reads) and what its checks read, or None. The
     request's first statement: it tests the kept connection itself (`pipeline.first_read`)."""
-    row = pipeline.first_read(lambda: _intake_row(event_id))
+    row = pipeline.first_read(lambda: _intake_row(event_id, ticket_id))
     if row is None:
         return None
     fields = _fields(Event)
@@ -344,7 +354,7 @@ def _read(event_id: int) -> tuple[Event, _Loaded] | None:
     for index, convert in _from_db(Event):
         values[index] = convert(values[index], None, connection)
     event = Event.from_db(connection.alias, [f.attname for f in fields], values)
-    pipe_end, stage_cancelled, tickets, slots, questions, choice_pairs = row[width:]
+    pipe_end, stage_cancelled, tickets, slots, questions, choice_pairs, text, digest = row[width:]
     event.stage_pipe_end, event.stage_is_cancelled = pipe_end, stage_cancelled
     loaded_questions = _instances(Question, questions)
     choices: dict[int, set[int]] = {
@@ -357,19 +367,21 @@ def _read(event_id: int) -> tuple[Event, _Loaded] | None:
         slots={s.pk: s for s in _instances(Slot, slots)},
         questions=loaded_questions,
         choices=choices,
+        booking=booking_sql.inputs_from(text, digest, ticket_id),
     )
     return event, loaded
 
 
-def _intake_row(event_id: int):
+def _intake_row(event_id: int, ticket_id: int | None):
     with pipeline.cursor() as cursor:
-        cursor.execute(_intake_sql(), [QuestionType.SIMPLE_CHOICE.value, event_id])
+        cursor.execute(_intake_sql(), [QuestionType.SIMPLE_CHOICE.value, ticket_id, event_id])
         return cursor.fetchone()
 
 
-def _public_event(event_id: int) -> Event | None:
-    """The published, active event (its checks' reads kept for `_load`), or None."""
-    read = _read(event_id)
+def _public_event(event_id: int, ticket_id: int | None = None) -> Event | None:
+    """The published, active event (its checks' reads and the booking's inputs for `ticket_id`
+    kept for `_load`), or None."""
+    read = _read(event_id, ticket_id)
     if read is None:
         return None
     event, loaded = read

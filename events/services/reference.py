@@ -134,8 +134,9 @@ def create_stage(*, actor: Any, **fields: Any) -> Stage:
 
 def update_stage(*, stage: Stage, actor: Any, **fields: Any) -> Stage:
     """A stage's `pipe_end` is one of its events' booking inputs (registrations close in an
-    ending stage; locks.booking_inputs): changing it locks those events too, ascending, after
-    the Stage row, as every other verb changing a booking input takes the Event lock.
+    ending stage; events.db.booking.read_inputs): changing it locks those events too,
+    ascending, after the Stage row, as every other verb changing a booking input takes the
+    Event lock.
 
     The Stage row's FOR UPDATE conflicts with the key-share lock an event moving into the stage
     (or created in it) takes on it, so the events listed under it are all the stage's events.

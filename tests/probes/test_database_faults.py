@@ -195,9 +195,9 @@ def desk_user():
 # --- (a) + (c): a backend killed inside one request, then the retry -----------------------------
 
 # The intake's first statement is not among them: it tests the kept connection itself and
-# recovers (test_intake_whose_first_statement_meets_a_killed_backend_reconnects_once).
+# recovers (test_intake_whose_first_statement_meets_a_killed_backend_reconnects_once); the
+# booking's inputs are read in it.
 INTAKE_POINTS = {
-    "inputs-read": r"events_booking_inputs\(",
     "booking-call": r"FROM events_book\(",
     "idempotency-insert": r'INSERT INTO "events_intakeidempotency"',
 }

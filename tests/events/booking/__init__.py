@@ -1,1 +1,1 @@
-"""Booking: registrations, the booking statement, the seat engine, the factories."""
+"""Booking: registrations, the `events_book` call, the seat engine, the factories."""

@@ -241,12 +241,27 @@ def test_a_registration_from_the_one_statement(client, world):
     assert response.json()["registrations"][0]["id"] == reg.pk
 
 
+@pytest.mark.django_db(transaction=True)  # the booking is its own transaction, as served
+def test_a_registration_reads_its_booking_inputs_with_the_event_and_then_books(client, world):
+    """The intake's one statement also reads the booking's inputs for the ticket the body
+    names, and hands them to register(): the request sends that read and the `events_book`
+    call, and no other statement reads the inputs."""
+    with CaptureQueriesContext(connection) as queries:
+        response = post(client, world.event.pk, payload(world))
+
+    assert response.status_code == 201
+    sent = [q["sql"] for q in queries.captured_queries]
+    assert len(sent) == 2, sent
+    assert "events_booking_inputs(" in sent[0] and "FROM events_book(" in sent[1]
+    assert Registration.objects.filter(event=world.event).count() == 1
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("key", [None, "slot-gone-1"])
 def test_a_slot_deleted_after_the_read_is_400_invalid_slot_with_or_without_a_key(
     client, world, actor, monkeypatch, key
 ):
-    """The slot the intake read is deleted before the booking's statement (here from the
+    """The slot the intake read is deleted before the booking's call (here from the
     intake's own recheck): the booking lock refuses it, also inside the transaction an
     Idempotency-Key opens (the foreign key alone would only fail at COMMIT, a 500)."""
     from events.services import events as event_services
