@@ -19,19 +19,33 @@ covered the rows, left unwritten, asks for nothing (its pass is already due).
 from django.db import migrations
 
 CREATE = """
+-- Cover every event from below its lowest registration concerned (arrays in ascending event
+-- order: the lock order of request rows); when a request was written, ask the writer to nudge
+-- the lead pass after commit (events.hooks: the transaction-local `events.after_commit` names
+-- the overlays to tell). count() runs the upsert for every event: none may be skipped.
+CREATE OR REPLACE FUNCTION leads_cover_lowest(p_events bigint[], p_lowest bigint[])
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE written bigint;
+BEGIN
+    SELECT count(leads_cover_request(x.event_id, x.lowest - 1)) INTO written
+      FROM unnest(p_events, p_lowest) AS x (event_id, lowest);
+    IF written > 0 THEN
+        PERFORM set_config(
+            'events.after_commit',
+            concat_ws(',', NULLIF(current_setting('events.after_commit', true), ''), 'leads'),
+            true);
+    END IF;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION leads_registrations_added() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF EXISTS (
-        SELECT 1
-          FROM (SELECT leads_cover_request(a.event_id, a.lowest - 1) AS written
-                  FROM (SELECT event_id, min(id) AS lowest FROM leads_added
-                         GROUP BY event_id ORDER BY event_id) AS a
-                OFFSET 0) AS w
-         WHERE w.written IS NOT NULL
-    ) THEN
-        PERFORM leads_after_commit();
-    END IF;
+    PERFORM leads_cover_lowest(array_agg(event_id ORDER BY event_id),
+                               array_agg(lowest ORDER BY event_id))
+       FROM (SELECT event_id, min(id) AS lowest FROM leads_added GROUP BY event_id) AS a
+    HAVING count(*) > 0;
     RETURN NULL;
 END
 $$;
@@ -39,30 +53,15 @@ $$;
 CREATE OR REPLACE FUNCTION leads_registrations_moved() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF EXISTS (
-        SELECT 1
-          FROM (SELECT leads_cover_request(a.event_id, a.lowest - 1) AS written
-                  FROM (SELECT n.event_id, min(n.id) AS lowest
-                          FROM leads_new AS n JOIN leads_old AS o ON o.id = n.id
-                         WHERE n.state IS DISTINCT FROM o.state
-                         GROUP BY n.event_id ORDER BY n.event_id) AS a
-                OFFSET 0) AS w
-         WHERE w.written IS NOT NULL
-    ) THEN
-        PERFORM leads_after_commit();
-    END IF;
+    PERFORM leads_cover_lowest(array_agg(event_id ORDER BY event_id),
+                               array_agg(lowest ORDER BY event_id))
+       FROM (SELECT n.event_id, min(n.id) AS lowest
+               FROM leads_new AS n JOIN leads_old AS o ON o.id = n.id
+              WHERE n.state IS DISTINCT FROM o.state
+              GROUP BY n.event_id) AS a
+    HAVING count(*) > 0;
     RETURN NULL;
 END
-$$;
-
--- A request was written: ask the writer to nudge the lead pass after commit (events.hooks:
--- the transaction-local `events.after_commit` names the overlays to tell).
-CREATE OR REPLACE FUNCTION leads_after_commit() RETURNS void
-LANGUAGE sql AS $$
-    SELECT set_config(
-        'events.after_commit',
-        concat_ws(',', NULLIF(current_setting('events.after_commit', true), ''), 'leads'),
-        true)
 $$;
 
 CREATE TRIGGER leads_registrations_added AFTER INSERT ON events_registration
@@ -78,7 +77,7 @@ DROP TRIGGER IF EXISTS leads_registrations_moved ON events_registration;
 DROP TRIGGER IF EXISTS leads_registrations_added ON events_registration;
 DROP FUNCTION IF EXISTS leads_registrations_moved();
 DROP FUNCTION IF EXISTS leads_registrations_added();
-DROP FUNCTION IF EXISTS leads_after_commit();
+DROP FUNCTION IF EXISTS leads_cover_lowest(bigint[], bigint[]);
 """
 
 

@@ -656,3 +656,23 @@ def test_generate_leads_merges_rule_subsets(world, actor):
     services.generate_leads(rule=a, actor=actor)
     assert list(LeadRequest.objects.get().rules.all()) == []  # "all" stays all
     assert LeadRequest.objects.get().cursor == 0
+
+
+@pytest.mark.django_db
+def test_one_statement_for_several_events_covers_every_events_request(world, actor):
+    """A single INSERT (or UPDATE) of registrations of several events: the trigger covers each
+    event's request, none skipped once one was written."""
+    other = factories.EventFactory()
+    first, second = Registration.objects.bulk_create(
+        [
+            Registration(event=world.event, name="A", barcode="5151", state="draft"),
+            Registration(event=other, name="B", barcode="5252", state="draft"),
+        ]
+    )
+    cursors = dict(LeadRequest.objects.values_list("event_id", "cursor"))
+    assert cursors == {world.event.pk: first.pk - 1, other.pk: second.pk - 1}
+
+    LeadRequest.objects.update(cursor=second.pk + 100)
+    Registration.objects.filter(pk__in=[first.pk, second.pk]).update(state="cancel")
+    cursors = dict(LeadRequest.objects.values_list("event_id", "cursor"))
+    assert cursors == {world.event.pk: first.pk - 1, other.pk: second.pk - 1}

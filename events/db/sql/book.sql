@@ -70,6 +70,9 @@ DECLARE
     v_seats jsonb := p_booking->'seats';
     v_ids bigint[];
     v_guard integer;
+    v_slots bigint[];
+    v_tickets bigint[];
+    v_taken integer[];
 BEGIN
     PERFORM 1 FROM events_event WHERE id = v_event FOR UPDATE;
     IF NOT FOUND THEN
@@ -102,18 +105,8 @@ BEGIN
                        used = l.used + EXCLUDED.used, held = l.held + EXCLUDED.held
              RETURNING l.slot_id, l.ticket_id, l.reserved + l.used + l.held AS taken
             )
-            SELECT events_seats_guard(
-                       (v_seats->>'requested')::int,
-                       max(changed.taken - m.maximum)::int,
-                       count(*),
-                       jsonb_array_length(v_seats->'changes'))
-              INTO v_guard
-              FROM changed LEFT JOIN (
-                        SELECT (x->>0)::bigint, (x->>1)::bigint, (x->>2)::int
-                          FROM jsonb_array_elements(v_seats->'limits') AS x
-                    ) AS m (s, t, maximum)
-                 ON changed.slot_id IS NOT DISTINCT FROM m.s
-                AND changed.ticket_id IS NOT DISTINCT FROM m.t;
+            SELECT array_agg(slot_id), array_agg(ticket_id), array_agg(taken)
+              INTO v_slots, v_tickets, v_taken FROM changed;
         ELSE
             -- Moving held seats: their rows exist. (PostgreSQL checks an INSERT's CHECK
             -- constraints before ON CONFLICT, so negative deltas take an UPDATE.)
@@ -129,19 +122,23 @@ BEGIN
                    AND l.ticket_id IS NOT DISTINCT FROM v.t
              RETURNING l.slot_id, l.ticket_id, l.reserved + l.used + l.held AS taken
             )
-            SELECT events_seats_guard(
-                       (v_seats->>'requested')::int,
-                       max(changed.taken - m.maximum)::int,
-                       count(*),
-                       jsonb_array_length(v_seats->'changes'))
-              INTO v_guard
-              FROM changed LEFT JOIN (
-                        SELECT (x->>0)::bigint, (x->>1)::bigint, (x->>2)::int
-                          FROM jsonb_array_elements(v_seats->'limits') AS x
-                    ) AS m (s, t, maximum)
-                 ON changed.slot_id IS NOT DISTINCT FROM m.s
-                AND changed.ticket_id IS NOT DISTINCT FROM m.t;
+            SELECT array_agg(slot_id), array_agg(ticket_id), array_agg(taken)
+              INTO v_slots, v_tickets, v_taken FROM changed;
         END IF;
+        -- Every limit against the counters the change produced; every row changed.
+        SELECT events_seats_guard(
+                   (v_seats->>'requested')::int,
+                   max(changed.taken - m.maximum)::int,
+                   count(*),
+                   jsonb_array_length(v_seats->'changes'))
+          INTO v_guard
+          FROM unnest(v_slots, v_tickets, v_taken) AS changed (slot_id, ticket_id, taken)
+          LEFT JOIN (
+                    SELECT (x->>0)::bigint, (x->>1)::bigint, (x->>2)::int
+                      FROM jsonb_array_elements(v_seats->'limits') AS x
+                ) AS m (s, t, maximum)
+            ON changed.slot_id IS NOT DISTINCT FROM m.s
+           AND changed.ticket_id IS NOT DISTINCT FROM m.t;
     END IF;
 
     -- The ids come from the identity column as the rows are inserted, in the document's order
