@@ -7,10 +7,13 @@ from __future__ import annotations
 import threading
 import time
 
+import hypothesis
 import psycopg
 import pytest
 from django.db import connection, transaction
+from hypothesis import strategies as st
 
+from events.errors import DomainError
 from events.models import Event, Registration, SeatLedger
 from events.services import registrations
 from leads.models import LeadRequest
@@ -282,3 +285,56 @@ def test_inputs_read_for_another_event_or_ticket_are_refused(actor):
                 event=event, attendees=[{"name": "A"}], ticket=ticket, inputs=held, actor=actor
             )
     assert not event.registrations.exists()
+
+
+# Any text the intake would accept, and any storable answer text: what `events_book` writes is
+# exactly the row Python built (the JSON document and jsonb_populate_record lose nothing).
+ONE_LINE = st.text(
+    st.characters(exclude_categories=("Cs", "Cc", "Zl", "Zp"), exclude_characters="\x00"),
+    min_size=1,
+    max_size=80,
+).filter(str.strip)
+ANSWER = st.text(
+    st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), min_size=1, max_size=200
+).filter(str.strip)
+
+
+@hypothesis.settings(
+    max_examples=40,
+    deadline=None,
+    database=None,
+    suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture],
+)
+@hypothesis.given(name=ONE_LINE, company=ONE_LINE, answer=ANSWER, partner=ONE_LINE)
+@pytest.mark.django_db
+def test_the_rows_events_book_writes_are_the_rows_python_built(
+    actor, name, company, answer, partner
+):
+    from events.models import EventAuditLog, QuestionType, RegistrationAnswer
+
+    event = factories.EventFactory(seats_limited=True, seats_max=5)
+    question = factories.QuestionFactory(event=event, question_type=QuestionType.TEXT_BOX)
+    with transaction.atomic():
+        try:
+            rows = registrations.register(
+                event=event,
+                attendees=[
+                    {"name": name, "company_name": company, "answers": {question.pk: answer}}
+                ],
+                partner_ref=partner[:64],
+                utm={"source": partner[:64]},
+                actor=actor,
+            )
+        except DomainError:
+            hypothesis.event("refused by the checks")
+            return  # a text they do not take: nothing to compare
+        hypothesis.event("booked")
+        (row,) = rows
+        stored = Registration.objects.get(pk=row.pk)
+        fields = [f.attname for f in Registration._meta.concrete_fields]
+        assert {f: getattr(stored, f) for f in fields} == {f: getattr(row, f) for f in fields}
+        (written,) = RegistrationAnswer.objects.filter(registration=row)
+        assert (written.question_id, written.text_value) == (question.pk, answer.strip() or answer)
+        audit = EventAuditLog.objects.get(registration_id=row.pk, verb="registration.created")
+        assert audit.data == {"state": "open", "ticket": None, "slot": None, "order": ""}
+        transaction.set_rollback(True)
