@@ -417,7 +417,7 @@ def _recheck(locked: Event, ticket: Ticket | None, now: datetime) -> None:
     The event carries kanban_state and date_end, and its stage's pipe_end (`stage_pipe_end`);
     `ticket` is the requested ticket of the same inputs. The booking's statement writes only
     when the Event lock confirms those inputs are what is committed; otherwise they are read
-    again under the lock and this runs once more (docs/spec.md, register P12)."""
+    again under the lock and this runs once more (docs/spec.md, register P11)."""
     reason = closed_reason(event=locked, now=now)
     if reason is not None:
         raise RegistrationsClosed(f"Registrations are closed ({reason}).", reason=reason)
