@@ -69,8 +69,8 @@ def record_many(rows: list[EventAuditLog]) -> None:
     """One INSERT of every row, as a fixed statement per row count (rows.insert_statement on a
     server-binding cursor: psycopg prepares it, and the ORM does not compile it on every
     call). The rows keep pk None: nothing reads an audit row's id back. Not in pipeline mode
-    (no verb writes its audit rows there this way: the booking's and the transitions' ride in
-    their write statements, `rows.insert_statement` joined by `rows.combined`)."""
+    (no verb writes its audit rows there this way: the booking's are inserted by
+    `events_book`, the transitions' travel in their write statement, `rows.combined`)."""
     if not rows:
         return
     sql_rows.fetch(*sql_rows.insert_statement(rows))

@@ -10,7 +10,7 @@ Invariants:
   checked before the lock, by the rules' one owners (`inputs`, `registrations.check_pair`,
   `registrations.clean_answers`); what can change meanwhile — cancellation, a `pipe_end`
   stage, the end date, the ticket's sale window and price — is decided again by
-  `registrations.register` (`recheck`) on the inputs its statement confirms under the Event
+  `registrations.register` (`recheck`) on the inputs `events_book` confirms under the Event
   row lock, with the seats, so a change committed between the checks and the booking is
   refused and nothing is written;
 - the first answer to an Idempotency-Key is stored (IntakeIdempotency, unique (event, key)) in
@@ -415,8 +415,8 @@ def _recheck(locked: Event, ticket: Ticket | None, now: datetime) -> None:
     """Closed reason and sale window again, on the booking's inputs (register()).
 
     The event carries kanban_state and date_end, and its stage's pipe_end (`stage_pipe_end`);
-    `ticket` is the requested ticket of the same inputs. The booking's statement writes only
-    when the Event lock confirms those inputs are what is committed; otherwise they are read
+    `ticket` is the requested ticket of the same inputs. `events_book` writes only when, under
+    the Event lock, those inputs are still what is committed; otherwise they are read
     again under the lock and this runs once more (docs/spec.md, register P11)."""
     reason = closed_reason(event=locked, now=now)
     if reason is not None:

@@ -9,8 +9,9 @@ bulk write).
 - `leads_registrations_moved` (AFTER UPDATE): the same for the rows whose state changed (an
   UPDATE that changes no state, a contact edit, writes nothing).
 
-The registrations' writers hold the Event row lock when they write (lock first), so the
-request row is always locked after the Event row. When a trigger wrote a request, it adds
+The request rows are always locked after the Event rows: the verbs that write registrations
+hold their Event rows (FOR UPDATE) already, and the triggers take FOR KEY SHARE on them, in
+ascending order, before touching a request, for any other writer. When a trigger wrote a request, it adds
 `leads` to the transaction's `events.after_commit` (events.hooks), and the Python hook nudges
 the pass after commit (leads.services.requests.registrations_changed); a request that already
 covered the rows, left unwritten, asks for nothing (its pass is already due).
@@ -28,6 +29,11 @@ RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE written bigint;
 BEGIN
+    -- The lock order of every writer of requests: the Event rows first. A writer holding them
+    -- (FOR UPDATE: the booking, a transition) already has this; one that does not (a bulk
+    -- write) waits here for a booking of the event instead of meeting it in a deadlock at
+    -- COMMIT (leads/services/requests.py, hold_events).
+    PERFORM 1 FROM events_event WHERE id = ANY (p_events) ORDER BY id FOR KEY SHARE;
     SELECT count(leads_cover_request(x.event_id, x.lowest - 1)) INTO written
       FROM unnest(p_events, p_lowest) AS x (event_id, lowest);
     IF written > 0 THEN

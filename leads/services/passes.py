@@ -248,7 +248,7 @@ def run_pass(*, now: datetime | None = None, sink: ports.EventLeadSink | None = 
         claim = _claim(ctx, seen)
         if claim is None:
             if _locked_away(seen):
-                # A free request was skipped because a booking holds its row (the hook's
+                # A free request was skipped because a booking holds its row (the trigger's
                 # upsert locks it until that booking commits, writing nothing and nudging
                 # nobody when the request already covers it): come back shortly, once it has
                 # committed, rather than leave its registrations to beat.

@@ -521,7 +521,7 @@ def test_a_transition_whose_update_changes_no_row_commits_nothing(actor, monkeyp
     ledger change, the audit row and the leads request sent with it are rolled back."""
     event = factories.EventFactory(seats_limited=True, seats_max=3)
     (reg,) = registrations.register(event=event, attendees=[{"name": "A"}], actor=actor)
-    LeadRequest.objects.filter(event=event).delete()  # the transition's rider would write it
+    LeadRequest.objects.filter(event=event).delete()  # the leads trigger would write it again
     before = snapshot(event)
     missing = registrations.transitions._transition_sql().replace("WHERE id = %s", "WHERE id = -%s")
     monkeypatch.setattr(registrations.transitions, "_transition_sql", lambda: missing)
