@@ -676,3 +676,62 @@ def test_one_statement_for_several_events_covers_every_events_request(world, act
     Registration.objects.filter(pk__in=[first.pk, second.pk]).update(state="cancel")
     cursors = dict(LeadRequest.objects.values_list("event_id", "cursor"))
     assert cursors == {world.event.pk: first.pk - 1, other.pk: second.pk - 1}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_writer_without_the_event_lock_waits_for_a_booking_instead_of_deadlocking(actor):
+    """The lock order of request rows (Event rows first) holds for a writer that took no Event
+    lock: its trigger takes FOR KEY SHARE on the event before the request. Without that, such
+    a writer H locks the request; a booking B locks the Event row and its trigger waits for the
+    request; H's COMMIT checks its registration's foreign key (FOR KEY SHARE on the Event row,
+    held by B): a deadlock."""
+    import threading
+    import time
+
+    import psycopg
+
+    from tests.helpers import database_url
+
+    event = factories.EventFactory()
+    (seed,) = registration_services.register(event=event, attendees=[{"name": "S"}], actor=actor)
+    copy = (
+        "INSERT INTO events_registration OVERRIDING USER VALUE"
+        " SELECT (jsonb_populate_record(NULL::events_registration,"
+        "         to_jsonb(r) || jsonb_build_object('barcode', %s::text))).*"
+        "   FROM events_registration r WHERE r.id = %s"
+    )
+    errors: list[BaseException] = []
+    booker_pid: list[int] = []
+
+    def booking() -> None:  # the booking's order: the Event row, then its rows
+        try:
+            with psycopg.connect(database_url()) as b:
+                booker_pid.append(b.info.backend_pid)
+                b.execute("SELECT 1 FROM events_event WHERE id = %s FOR UPDATE", [event.pk])
+                b.execute(copy, ["9000000002", seed.pk])
+                b.commit()
+        except BaseException as exc:  # noqa: BLE001 - asserted below
+            errors.append(exc)
+
+    with psycopg.connect(database_url()) as h:  # no Event lock of its own
+        h.execute(copy, ["9000000001", seed.pk])
+        thread = threading.Thread(target=booking)
+        thread.start()
+        deadline = time.monotonic() + 20
+        with psycopg.connect(database_url(), autocommit=True) as watcher:
+            while not (
+                booker_pid
+                and watcher.execute(
+                    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted)",
+                    [booker_pid[0]],
+                ).fetchone()[0]
+            ):
+                assert time.monotonic() < deadline, "the booking never waited"
+                time.sleep(0.01)  # polling another backend's locks, with a deadline
+        h.commit()
+        thread.join(30)
+    assert errors == []
+    assert set(Registration.objects.filter(event=event).values_list("barcode", flat=True)) >= {
+        "9000000001",
+        "9000000002",
+    }
