@@ -42,7 +42,6 @@ from events.models import (
     Event,
     IntakeIdempotency,
     Question,
-    QuestionChoice,
     QuestionType,
     Registration,
     Slot,
@@ -250,9 +249,10 @@ def _body(event: Event, rows: list[Registration]) -> dict[str, Any]:
 
 # The first read of every intake, in ONE statement (a round trip per statement was most of an
 # intake's cost, bench B2): the event with its stage's pipe_end, and what the checks before the
-# lock read — its tickets, its slots (multi-slot events), its active questions in display order
-# and the choice ids of its choice questions — each set as a JSON array of rows in the model's
-# field order. It replaces four statements, and
+# lock read — its tickets and its slots (multi-slot events), each set as a JSON array of rows in
+# the model's field order — and the booking's inputs (events.db.booking.INPUTS_JOIN: its active
+# questions in display order, their choice ids, the ticket asked for), which the checks read
+# too and the booking is handed. It replaces five statements, and
 # Model.from_db replaces raw(), which spent more CPU building these rows than PostgreSQL spends
 # running the statement; a server-binding cursor (pipeline.cursor) has PostgreSQL plan it once
 # per connection, not on every request. The row is read whatever the event's state;
@@ -289,11 +289,10 @@ def _json_row(model: type[models.Model], alias: str) -> str:
 @cache
 def _intake_sql() -> str:
     quote = connection.ops.quote_name
-    event, stage, ticket, slot, question, choice = (
-        quote(m._meta.db_table) for m in (Event, Stage, Ticket, Slot, Question, QuestionChoice)
-    )
+    event, stage, ticket, slot = (quote(m._meta.db_table) for m in (Event, Stage, Ticket, Slot))
     event_columns = ", ".join(f"e.{quote(f.column)}" for f in _fields(Event))
     # Built from constants (table and column names from model meta); values are parameters.
+    # The questions and their choices are the booking inputs' (INPUTS_JOIN): read once.
     return f"""
         SELECT {event_columns}, s.pipe_end, s.is_cancelled,
                (SELECT json_agg({_json_row(Ticket, "t")} ORDER BY t.id)
@@ -302,12 +301,7 @@ def _intake_sql() -> str:
                    (SELECT json_agg({_json_row(Slot, "sl")} ORDER BY sl.id)
                       FROM {slot} sl WHERE sl.event_id = e.id)
                END::text,
-               (SELECT json_agg({_json_row(Question, "q")} ORDER BY q.sequence, q.id)
-                  FROM {question} q WHERE q.event_id = e.id AND q.active)::text,
-               (SELECT json_agg(json_build_array(c.question_id, c.id) ORDER BY c.id)
-                  FROM {choice} c JOIN {question} q ON q.id = c.question_id
-                 WHERE q.event_id = e.id AND q.active AND q.question_type = %s)::text
-               , booking_inputs.inputs_text, booking_inputs.inputs_digest
+               booking_inputs.inputs_text, booking_inputs.inputs_digest
           FROM {event} e JOIN {stage} s ON s.id = e.stage_id
           {booking_sql.INPUTS_JOIN}
          WHERE e.id = %s
@@ -320,9 +314,21 @@ class _Loaded:
 
     tickets: dict[int, Ticket]
     slots: dict[int, Slot]
-    questions: list[Question]
-    choices: dict[int, set[int]]
     booking: booking_sql.BookingInputs  # the booking's inputs, read in the same statement
+
+    @property
+    def questions(self) -> list[Question]:
+        """The active questions, in display order (the booking inputs')."""
+        return list(self.booking.questions.values())
+
+    @property
+    def choices(self) -> dict[int, set[int]]:
+        """The choice ids of each choice question."""
+        return {
+            pk: set(self.booking.choices[pk])
+            for pk, question in self.booking.questions.items()
+            if question.question_type == QuestionType.SIMPLE_CHOICE
+        }
 
 
 _LOADED = "_intake_loaded"  # where _public_event leaves the event's _Loaded for _load
@@ -354,19 +360,11 @@ def _read(event_id: int, ticket_id: int | None = None) -> tuple[Event, _Loaded] 
     for index, convert in _from_db(Event):
         values[index] = convert(values[index], None, connection)
     event = Event.from_db(connection.alias, [f.attname for f in fields], values)
-    pipe_end, stage_cancelled, tickets, slots, questions, choice_pairs, text, digest = row[width:]
+    pipe_end, stage_cancelled, tickets, slots, text, digest = row[width:]
     event.stage_pipe_end, event.stage_is_cancelled = pipe_end, stage_cancelled
-    loaded_questions = _instances(Question, questions)
-    choices: dict[int, set[int]] = {
-        q.pk: set() for q in loaded_questions if q.question_type == QuestionType.SIMPLE_CHOICE
-    }
-    for question_id, choice_id in json.loads(choice_pairs or "[]"):
-        choices[question_id].add(choice_id)
     loaded = _Loaded(
         tickets={t.pk: t for t in _instances(Ticket, tickets)},
         slots={s.pk: s for s in _instances(Slot, slots)},
-        questions=loaded_questions,
-        choices=choices,
         booking=booking_sql.inputs_from(text, digest, ticket_id),
     )
     return event, loaded
@@ -374,7 +372,7 @@ def _read(event_id: int, ticket_id: int | None = None) -> tuple[Event, _Loaded] 
 
 def _intake_row(event_id: int, ticket_id: int | None):
     with pipeline.cursor() as cursor:
-        cursor.execute(_intake_sql(), [QuestionType.SIMPLE_CHOICE.value, ticket_id, event_id])
+        cursor.execute(_intake_sql(), [ticket_id, event_id])
         return cursor.fetchone()
 
 
