@@ -244,20 +244,26 @@ EVENT_SMS_GATEWAY_TOKEN = env.str("EVENT_SMS_GATEWAY_TOKEN")
 EVENT_PUBLIC_URL = env.str("EVENT_PUBLIC_URL")
 
 
-def _offer_hours() -> int:
-    """EVENT_WAITLIST_OFFER_HOURS: how long a waiting-list offer holds its seat.
-    Added by the project, so it has a default (24); anything but a whole number of hours from
-    1 to 8760 (a year) stops start-up."""
-    raw = env.str("EVENT_WAITLIST_OFFER_HOURS", default="24").strip()
+def _whole_hours(name: str, default: int) -> int:
+    """A knob added by the project, so it has a default: anything but a whole number of hours
+    from 1 to 8760 (a year) stops start-up."""
+    raw = env.str(name, default=str(default)).strip()
     if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 8760:
         raise ImproperlyConfigured(
-            f"EVENT_WAITLIST_OFFER_HOURS must be a whole number of hours from 1 to 8760, "
-            f"not {raw!r}."
+            f"{name} must be a whole number of hours from 1 to 8760, not {raw!r}."
         )
     return int(raw)
 
 
-EVENT_WAITLIST_OFFER_HOURS = _offer_hours()
+# How long a waiting-list offer holds its seat.
+EVENT_WAITLIST_OFFER_HOURS = _whole_hours("EVENT_WAITLIST_OFFER_HOURS", 24)
+# Outbound webhooks: an endpoint failing this long without one success is disabled (its
+# messages wait for it); after a secret rotation the previous secret signs this long too.
+EVENT_WEBHOOK_DISABLE_HOURS = _whole_hours("EVENT_WEBHOOK_DISABLE_HOURS", 72)
+EVENT_WEBHOOK_ROTATION_HOURS = _whole_hours("EVENT_WEBHOOK_ROTATION_HOURS", 24)
+# Where `manage.py webhook_sink` listens (make run: the demo endpoint of seed_demo); empty: no
+# sink and no demo endpoint.
+EVENT_WEBHOOK_SINK_URL = env.str("EVENT_WEBHOOK_SINK_URL", default="")
 
 # Per-client rate limits of the attendee surface (spec.md §7.5), not environment knobs:
 # scope → (requests, window in seconds). "intake": registration POSTs (page and API);

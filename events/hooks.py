@@ -17,6 +17,12 @@ after it committed). Never Django signals.
   and empties it) and hands the names as `signals` (a frozenset), so a hook acts only when
   its trigger asked (the leads hook nudges its pass when `"leads"` is in them). Until an
   overlay is installed the list is empty and nothing happens.
+- `audit_written(verbs)`: once a transaction that wrote audit rows through `audit.record` or
+  `audit.record_many` committed, with the verbs of those rows (a frozenset): after-commit work
+  of an overlay whose trigger on the audit log wrote something in that transaction (the seams
+  overlay nudges its webhook delivery when a verb it turns into a message is among them). The
+  booking and the transitions write their audit rows themselves and report through
+  `registrations_changed`'s `signals`.
 - `reference_data()`: re-create the overlay's group permissions after a test flush
   (`events.reference_data.ensure`); the overlay's own data migration grants them first.
 - `seed_demo_type(event_type)`: `manage.py seed_demo` lets each overlay add its template lines
@@ -52,6 +58,7 @@ from typing import Any
 
 event_created_from_type: list[Callable[..., Any]] = []
 registrations_changed: list[Callable[..., Any]] = []
+audit_written: list[Callable[..., Any]] = []
 reference_data: list[Callable[..., Any]] = []
 seed_demo_type: list[Callable[..., Any]] = []
 seed_demo: list[Callable[..., Any]] = []

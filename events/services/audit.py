@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
 
+from events import hooks
 from events.db import rows as sql_rows
 from events.models import ActorType, Event, EventAuditLog, Registration
 
@@ -62,7 +64,15 @@ def entry(
 def record(**kwargs: Any) -> EventAuditLog:
     row = entry(**kwargs)
     row.save(force_insert=True)
+    _tell_after_commit(frozenset((row.verb,)))
     return row
+
+
+def _tell_after_commit(verbs: frozenset[str]) -> None:
+    """Run the `audit_written` hooks with `verbs` once the transaction commits (nothing when no
+    overlay registered one)."""
+    if hooks.audit_written:
+        transaction.on_commit(lambda: hooks.run(hooks.audit_written, verbs))
 
 
 def record_many(rows: list[EventAuditLog]) -> None:
@@ -74,3 +84,4 @@ def record_many(rows: list[EventAuditLog]) -> None:
     if not rows:
         return
     sql_rows.fetch(*sql_rows.insert_statement(rows))
+    _tell_after_commit(frozenset(row.verb for row in rows))
