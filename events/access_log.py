@@ -13,8 +13,10 @@ handlers (worker and beat).
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 
 from gunicorn.glogging import Logger, SafeAtoms
 
@@ -92,3 +94,12 @@ class TokenMaskingFilter(logging.Filter):
         record.exc_text = _masked(record.exc_text)
         record.stack_info = _masked(record.stack_info)
         return True
+
+
+def owner_only(path: Path) -> Path:
+    """Create the log file (and its folder) readable by its owner only, whatever the umask; a
+    file left by an earlier run is narrowed to 0600 too."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    path.chmod(0o600)
+    return path

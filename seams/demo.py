@@ -1,4 +1,6 @@
-"""The seams overlay's share of `manage.py seed_demo`: one applied and one parked message.
+"""The seams overlay's share of `manage.py seed_demo`: an outbound webhook endpoint at the local
+sink (EVENT_WEBHOOK_SINK_URL), then one applied and one parked inbox message (the applied one's
+registrations are the endpoint's first deliveries).
 
 Both go through `record_and_apply` (the path of a verified webhook), so the demo shows the
 real rows: an applied `order.confirmed` that minted two registrations on the summit, and an
@@ -10,8 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+
 from seams.messages import parse
-from seams.models import SeamInbox
+from seams.models import SeamInbox, WebhookEndpoint
+from seams.services import webhooks
 from seams.services.receive import record_and_apply
 
 APPLIED_ID = "msg_demo_applied"
@@ -49,7 +54,19 @@ def _order(ref: str, ticket_id: int, quantity: int) -> dict[str, Any]:
     }
 
 
+def demo_endpoint(stdout=None) -> None:
+    """An endpoint for every event at the local webhook sink (`make run` starts it), so the demo
+    shows deliveries arrive; none when EVENT_WEBHOOK_SINK_URL is empty."""
+    url = (settings.EVENT_WEBHOOK_SINK_URL or "").strip()
+    if not url or WebhookEndpoint.objects.filter(url=url).exists():
+        return
+    webhooks.create_endpoint(name="Demo host (local sink)", url=url, actor="system")
+    if stdout is not None:
+        stdout.write(f"demo: webhook endpoint at {url} (every message type, every event)")
+
+
 def seed_demo(*, summit, stdout=None, **_: Any) -> None:
+    demo_endpoint(stdout)
     seeded = set(
         SeamInbox.objects.filter(message_id__in=(APPLIED_ID, PARKED_ID)).values_list(
             "message_id", flat=True

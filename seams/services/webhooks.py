@@ -163,6 +163,14 @@ def _plain(value: Any) -> Any:
     return value.pk if hasattr(value, "pk") else value
 
 
+def delete_endpoint(*, endpoint: WebhookEndpoint, actor: Any) -> None:
+    """Delete an endpoint and its deliveries (their messages stay for the other endpoints)."""
+    with transaction.atomic():
+        row = _locked(endpoint)
+        _audit(row, actor, "webhook_endpoint.deleted", {"url": row.url, "name": row.name})
+        row.delete()
+
+
 def rotate_secret(*, endpoint: WebhookEndpoint, actor: Any) -> WebhookEndpoint:
     """A new secret signs from now on; the current one keeps signing beside it for
     EVENT_WEBHOOK_ROTATION_HOURS, so the host switches without refusing a message."""

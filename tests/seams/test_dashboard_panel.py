@@ -21,8 +21,9 @@ def test_the_parked_count_reads_the_partial_index_only():
     event = factories.EventFactory()
     with CaptureQueriesContext(connection) as captured:
         panel = seam_panel(event)
-    assert [f.value for f in panel.figures] == [2]
-    (sql,) = [q["sql"] for q in captured.captured_queries]
+    assert panel.figures[0].value == 2
+    sql = captured.captured_queries[0]["sql"]
+    assert "seams_seaminbox" in sql
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")  # a table this small is read whole
         cursor.execute(f"EXPLAIN {sql}")

@@ -19,7 +19,8 @@ import httpx
 import pytest
 from django.core.management import CommandError, call_command
 
-from sms.management.commands.sms_gateway_sink import make_handler, owner_only
+from events.access_log import owner_only
+from sms.management.commands.sms_gateway_sink import make_handler
 from sms.models import SmsOutbox
 from sms.services import delivery
 from tests.sms.factories import SmsOutboxFactory

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -24,7 +23,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from events.access_log import escape_controls, mask
+from events.access_log import escape_controls, mask, owner_only
 
 logger = logging.getLogger("sms.gateway_sink")
 MAX_BODY = 64 * 1024
@@ -93,15 +92,6 @@ def make_handler(*, path: str, token: str) -> type[BaseHTTPRequestHandler]:
             logger.debug("%s %s", self.client_address[0], format % args)
 
     return Handler
-
-
-def owner_only(path: Path) -> Path:
-    """Create the log file (and its folder) readable by its owner only, whatever the umask; a
-    file left by an earlier run is narrowed to 0600 too."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
-    path.chmod(0o600)
-    return path
 
 
 class Command(BaseCommand):
