@@ -124,13 +124,17 @@ def _deliveries(receiver: Receiver, n: int, processes: int) -> dict:
         )
         for _ in range(processes)
     ]
-    delivered = sum(int((w.communicate(timeout=600)[0] or "0").strip().splitlines()[-1]) for w in workers)
+    delivered = sum(
+        int((w.communicate(timeout=600)[0] or "0").strip().splitlines()[-1]) for w in workers
+    )
     elapsed = time.perf_counter() - started
     received = receiver.count() - before
     left = WebhookDelivery.objects.filter(state="pending").count()
     problems = []
     if (delivered, received) != (pending, pending) or left:
-        problems.append(f"delivered {delivered}, received {received}, queued {pending}, left {left}")
+        problems.append(
+            f"delivered {delivered}, received {received}, queued {pending}, left {left}"
+        )
     return {
         "processes": processes,
         "deliveries": delivered,
@@ -144,12 +148,11 @@ def run(*, quick: bool = False) -> list[dict]:
     from django.db import connection
     from django.utils import timezone
 
+    from bench import b2_intake
     from events.services import audit
     from events.services import events as event_services
     from seams.models import WebhookEndpoint
     from seams.services import webhooks
-
-    from bench import b2_intake
 
     sizes = _sizes(quick)
     WebhookEndpoint.objects.all().delete()

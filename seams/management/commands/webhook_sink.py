@@ -13,19 +13,19 @@ readable by its owner only; control characters are escaped (a line per message).
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 from django.db import connection
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from events.access_log import escape_controls, owner_only
+from events.access_log import escape_controls
+from events.local_sink import JsonAnswers, serve
 from seams.models import WebhookEndpoint
 
 logger = logging.getLogger("seams.webhook_sink")
@@ -47,34 +47,21 @@ def secrets_for(url: str) -> list[str]:
 
 
 def make_handler(*, url: str, path: str) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonAnswers):
         server_version = "webhook-sink"
-        protocol_version = "HTTP/1.1"  # keep-alive: the deliverer reuses its connection
-        disable_nagle_algorithm = True
-
-        def _answer(self, status: int, payload: dict) -> None:
-            data = json.dumps(payload).encode()
-            if status != 200:
-                self.close_connection = True
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            if self.close_connection:
-                self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.write(data)
+        logger = logging.getLogger("seams.webhook_sink")
 
         def do_POST(self) -> None:  # noqa: N802 — the http.server API
             if urlsplit(self.path).path != path:
-                self._answer(404, {"error": "not found"})
+                self.answer(404, {"error": "not found"})
                 return
             try:
                 length = int(self.headers.get("Content-Length") or 0)
             except ValueError:
-                self._answer(400, {"error": "bad Content-Length"})
+                self.answer(400, {"error": "bad Content-Length"})
                 return
             if length > MAX_BODY:
-                self._answer(413, {"error": "too large"})
+                self.answer(413, {"error": "too large"})
                 return
             body = self.rfile.read(length).decode("utf-8", "replace")
             headers = {k.lower(): v for k, v in self.headers.items()}
@@ -90,7 +77,7 @@ def make_handler(*, url: str, path: str) -> type[BaseHTTPRequestHandler]:
                     "refused %s: no configured secret verifies it",
                     escape_controls(headers.get("webhook-id") or ""),
                 )
-                self._answer(401, {"error": "signature not verified"})
+                self.answer(401, {"error": "signature not verified"})
                 return
             try:
                 data = message["data"]
@@ -99,13 +86,10 @@ def make_handler(*, url: str, path: str) -> type[BaseHTTPRequestHandler]:
                     f"{headers.get('webhook-id')} verified"
                 )
             except (KeyError, TypeError):
-                self._answer(400, {"error": "expected {type, timestamp, data}"})
+                self.answer(400, {"error": "expected {type, timestamp, data}"})
                 return
             logger.info("%s", escape_controls(line))
-            self._answer(200, {"status": "received"})
-
-        def log_message(self, format: str, *args) -> None:  # noqa: A002 — the http.server API
-            logger.debug("%s %s", self.client_address[0], format % args)
+            self.answer(200, {"status": "received"})
 
     return Handler
 
@@ -126,24 +110,12 @@ class Command(BaseCommand):
             self.stdout.write("EVENT_WEBHOOK_SINK_URL is empty: no webhook sink (see .env.example)")
             threading.Event().wait()
             return
-        url = urlsplit(raw)
-        if url.scheme != "http" or not url.hostname or not url.port:
-            raise CommandError(
-                "EVENT_WEBHOOK_SINK_URL must be a local http://host:port/path URL for the sink, "
-                f"not {settings.EVENT_WEBHOOK_SINK_URL!r}."
-            )
-        log_path = Path(options["log"])
-        handler = logging.FileHandler(owner_only(log_path))
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        server = ThreadingHTTPServer(
-            (url.hostname, url.port), make_handler(url=raw, path=url.path or "/")
+        serve(
+            knob="EVENT_WEBHOOK_SINK_URL",
+            raw_url=raw,
+            make_handler=lambda path: make_handler(url=raw, path=path),
+            logger=logger,
+            log_path=Path(options["log"]),
+            name="Webhook sink",
+            write=self.stdout.write,
         )
-        self.stdout.write(f"Webhook sink on {raw}, logging to {log_path}")
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt:
-            self.stdout.write("Webhook sink stopped")
-        finally:
-            server.server_close()

@@ -16,14 +16,15 @@ import hmac
 import json
 import logging
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-from events.access_log import escape_controls, mask, owner_only
+from events.access_log import escape_controls, mask
+from events.local_sink import JsonAnswers, serve
 
 logger = logging.getLogger("sms.gateway_sink")
 MAX_BODY = 64 * 1024
@@ -34,40 +35,24 @@ def make_handler(*, path: str, token: str) -> type[BaseHTTPRequestHandler]:
     seen: set[str] = set()
     lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonAnswers):
         server_version = "sms-gateway-sink"
-        protocol_version = "HTTP/1.1"  # keep-alive: the deliverer reuses its connection
-        # Headers and body are two writes: without TCP_NODELAY, Nagle + delayed ACK hold each
-        # answer ~40 ms on a kept-alive connection.
-        disable_nagle_algorithm = True
-
-        def _answer(self, status: int, payload: dict) -> None:
-            data = json.dumps(payload).encode()
-            if status != 200:
-                # The request body may be unread: this connection cannot carry another request.
-                self.close_connection = True
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            if self.close_connection:
-                self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.write(data)
+        logger = logging.getLogger("sms.gateway_sink")
 
         def do_POST(self) -> None:  # noqa: N802 — the http.server API
             if urlsplit(self.path).path != path:
-                self._answer(404, {"error": "not found"})
+                self.answer(404, {"error": "not found"})
                 return
             given = self.headers.get("Authorization", "").encode()
             if not token or not hmac.compare_digest(given, expected):
                 logger.warning(
                     "refused a POST from %s: bad or missing bearer", self.client_address[0]
                 )
-                self._answer(401, {"error": "bad or missing bearer token"})
+                self.answer(401, {"error": "bad or missing bearer token"})
                 return
             length = int(self.headers.get("Content-Length") or 0)
             if length > MAX_BODY:
-                self._answer(413, {"error": "too large"})
+                self.answer(413, {"error": "too large"})
                 return
             try:
                 message = json.loads(self.rfile.read(length) or b"null")
@@ -75,7 +60,7 @@ def make_handler(*, path: str, token: str) -> type[BaseHTTPRequestHandler]:
                 if not all(isinstance(v, str) and v for v in (to, body, reference)):
                     raise ValueError
             except (ValueError, TypeError, KeyError):
-                self._answer(400, {"error": "expected JSON {to, body, reference}"})
+                self.answer(400, {"error": "expected JSON {to, body, reference}"})
                 return
             with lock:
                 duplicate = reference in seen
@@ -86,10 +71,7 @@ def make_handler(*, path: str, token: str) -> type[BaseHTTPRequestHandler]:
                 logger.info("duplicate %s to %s ignored", reference, to)
             else:
                 logger.info("SMS %s to %s: %s", reference, to, body)
-            self._answer(200, {"status": "duplicate" if duplicate else "accepted"})
-
-        def log_message(self, format: str, *args) -> None:  # noqa: A002 — the http.server API
-            logger.debug("%s %s", self.client_address[0], format % args)
+            self.answer(200, {"status": "duplicate" if duplicate else "accepted"})
 
     return Handler
 
@@ -103,25 +85,14 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        url = urlsplit((settings.EVENT_SMS_GATEWAY_URL or "").strip())
-        if url.scheme != "http" or not url.hostname or not url.port:
-            raise CommandError(
-                "EVENT_SMS_GATEWAY_URL must be a local http://host:port/path URL for the sink, "
-                f"not {settings.EVENT_SMS_GATEWAY_URL!r}."
-            )
-        log_path = Path(options["log"])
-        handler = logging.FileHandler(owner_only(log_path))
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        server = ThreadingHTTPServer(
-            (url.hostname, url.port),
-            make_handler(path=url.path or "/", token=settings.EVENT_SMS_GATEWAY_TOKEN),
+        serve(
+            knob="EVENT_SMS_GATEWAY_URL",
+            raw_url=(settings.EVENT_SMS_GATEWAY_URL or "").strip(),
+            make_handler=lambda path: make_handler(
+                path=path, token=settings.EVENT_SMS_GATEWAY_TOKEN
+            ),
+            logger=logger,
+            log_path=Path(options["log"]),
+            name="SMS gateway sink",
+            write=self.stdout.write,
         )
-        self.stdout.write(f"SMS gateway sink on {url.geturl()}, logging to {log_path}")
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt:
-            self.stdout.write("SMS gateway sink stopped")
-        finally:
-            server.server_close()
