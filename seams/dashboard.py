@@ -53,8 +53,9 @@ def seam_panel(event) -> PanelData:
     for e in disabled:
         alerts.append(
             Alert(
-                f"Webhook endpoint “{e['name']}” is disabled ({e['disabled_reason'] or 'by staff'})"
-                f": {e['waiting']} message(s) wait for it",
+                f"Webhook endpoint “{e['name']}” is disabled "
+                f"({(e['disabled_reason'] or 'by staff').rstrip('.')}): "
+                f"{e['waiting']} message(s) wait for it",
                 reverse("admin:seams_webhookendpoint_change", args=[e["pk"]]),
                 e["waiting"],
             )

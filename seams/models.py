@@ -232,7 +232,7 @@ class WebhookDelivery(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.message_id} → {self.endpoint_id} ({self.state})"
+        return f"#{self.pk} {self.subject} v{self.version} ({self.state})"
 
 
 class WebhookAttempt(models.Model):

@@ -83,6 +83,7 @@ def test_the_trigger_is_installed_for_update_and_delete():
         cursor.execute(
             "SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger"
             " WHERE tgrelid = 'events_eventauditlog'::regclass AND NOT tgisinternal"
+            " AND tgtype & 16 + 8 > 0"  # UPDATE or DELETE: the seams overlay's trigger is INSERT
         )
         triggers = cursor.fetchall()
     assert triggers == [

@@ -35,7 +35,7 @@ from events.models import (
     Ticket,
 )
 from leads.models import LeadProvenance, LeadProvenanceRegistration, LeadRequest
-from seams.models import SeamInbox, SeamOrder
+from seams.models import SeamInbox, SeamOrder, WebhookDelivery, WebhookEndpoint
 from sms.models import SmsOutbox
 from tests.booths import factories as booth_factories
 from tests.events import factories
@@ -418,6 +418,23 @@ def test_one_live_waiting_list_entry_per_person_and_an_offer_has_its_window():
     )
 
 
+def test_webhook_rows_hold_their_invariants():
+    delivery = seam_factories.WebhookDeliveryFactory()
+    with refused_by("webhook_endpoint_known_types"):
+        WebhookEndpoint.objects.filter(pk=delivery.endpoint_id).update(
+            event_types=["registration.created", "order.lost"]
+        )
+    with refused_by("webhook_subject_version"):
+        seam_factories.WebhookMessageFactory(subject=delivery.subject, version=delivery.version)
+    with refused_by("webhook_delivery_once"):
+        seam_factories.WebhookDeliveryFactory(message=delivery.message, endpoint=delivery.endpoint)
+    with refused_by("webhook_delivery_state_valid"):
+        WebhookDelivery.objects.filter(pk=delivery.pk).update(state="lost")
+    with refused_by("webhook_delivered_has_time"):
+        WebhookDelivery.objects.filter(pk=delivery.pk).update(state="delivered")
+    assert WebhookDelivery.objects.filter(pk=delivery.pk).update(state="failed") == 1
+
+
 # --- completeness ---------------------------------------------------------------------------
 
 TESTED = {
@@ -453,6 +470,11 @@ TESTED = {
     "export_done_has_content",
     "waitlist_one_live_entry",
     "waitlist_offer_has_window",
+    "webhook_endpoint_known_types",
+    "webhook_subject_version",
+    "webhook_delivery_once",
+    "webhook_delivery_state_valid",
+    "webhook_delivered_has_time",
 }
 
 
