@@ -32,6 +32,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # Swagger UI's files, served from our own static files for /api/docs/ (no CDN).
+    "drf_spectacular_sidecar",
     "events",
     "sms",
     "booths",

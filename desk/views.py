@@ -22,6 +22,7 @@ from typing import Any
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import BadRequest, PermissionDenied, RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from django.shortcuts import render
 from django.utils import timezone
@@ -29,17 +30,29 @@ from django.utils.decorators import decorator_from_middleware
 from django.utils.translation import gettext
 from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
 
+import desk.api_schemas  # noqa: F401 - the component schemas the operations below name
 from desk import selectors
 from desk.errors import CsrfFailed, Forbidden, MethodNotAllowed
 from desk.services import confirm_attendance, register_attendee
 from events import inputs
 from events import rules as core_rules
+from events.api_schemas import ID_TEXT
 from events.errors import Code, DomainError, NotFound, ValidationFailed, http_status
-from events.views_api import DATABASE_UNAVAILABLE, JSON_TYPE, database_unavailable, transport_error
+from events.openapi import api, json_answer, json_body, ref
+from events.views_api import (
+    DATABASE_UNAVAILABLE,
+    JSON_TYPE,
+    TRANSPORT_ERRORS,
+    database_unavailable,
+    transport_error,
+)
 
 logger = logging.getLogger("desk.api")
 
 PERMISSION = "events.checkin_registration"
+SESSION = ({"deskSession": []},)
+# The answers every desk API route may give before its verb runs.
+GUARD_ERRORS = ("forbidden", "service_unavailable", "server_error")
 
 
 def can_use_desk(user) -> bool:
@@ -117,9 +130,10 @@ def desk_api(*, method: str) -> Callable:
             except DATABASE_UNAVAILABLE as error:
                 # Also when the session or the user could not be read: JSON, never a 500 page.
                 return database_unavailable(error, api="desk API")
-            except BadRequest as error:
-                # Django refused to read the body (a charset it does not know): JSON, like
-                # every answer of this API.
+            except (BadRequest, MultiPartParserError) as error:
+                # Django refused to read the body (a charset it does not know, a multipart
+                # body without its boundary, read by the CSRF check): JSON, like every answer
+                # of this API, and the client's error, not ours.
                 return error_response(ValidationFailed(str(error), code="invalid_value"))
             except Exception:
                 # The last resort: the door's page shows "not recorded" for any 5xx.
@@ -148,9 +162,10 @@ ID_MAX = 2**63 - 1
 def _id(value: Any, field: str, *, optional: bool = False) -> int | None:
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= ID_MAX:
+    number = inputs.json_int(value)
+    if number is None or not 1 <= number <= ID_MAX:
         raise ValidationFailed(f"{field} must be a positive integer id.", code="invalid_value")
-    return value
+    return number
 
 
 def _actor(request: HttpRequest):
@@ -217,6 +232,16 @@ def scanner(request: HttpRequest, event_id: int) -> HttpResponse:
 # --- JSON --------------------------------------------------------------------------------------
 
 
+@api.operation(
+    "post",
+    operation_id="deskScan",
+    summary="Scan a barcode at the door (the frozen branch order of the desk)",
+    tags=["Desk"],
+    security=SESSION,
+    body=json_body(ref("DeskScan")),
+    responses={200: json_answer("The scan's answer.", ref("DeskAnswer"))},
+    errors=(*GUARD_ERRORS, "csrf_failed", "invalid_value", "invalid_slot", *TRANSPORT_ERRORS),
+)
 @desk_api(method="POST")
 def api_scan(request: HttpRequest) -> JsonResponse:
     body = _body(request)
@@ -232,12 +257,40 @@ def api_scan(request: HttpRequest) -> JsonResponse:
     )
 
 
+@api.operation(
+    "post",
+    operation_id="deskConfirm",
+    summary="Admit a registration by hand (after `need_manual_confirmation`)",
+    tags=["Desk"],
+    security=SESSION,
+    body=json_body(ref("DeskConfirm")),
+    responses={200: json_answer("The confirmation's answer.", ref("DeskAnswer"))},
+    errors=(*GUARD_ERRORS, "csrf_failed", "invalid_value", "not_found", *TRANSPORT_ERRORS),
+)
 @desk_api(method="POST")
 def api_confirm(request: HttpRequest) -> JsonResponse:
     registration_id = _id(_body(request).get("registration_id"), "registration_id")
     return JsonResponse(confirm_attendance(registration_id=registration_id, actor=_actor(request)))
 
 
+@api.operation(
+    "get",
+    operation_id="deskCounters",
+    summary="Attended / expected, for the event or one of its slots",
+    tags=["Desk"],
+    security=SESSION,
+    path_parameters={"event_id": "An active event."},
+    query=(
+        {
+            "name": "slot_id",
+            "required": False,
+            "description": "A slot of the event: its own counters.",
+            "schema": {"anyOf": [ID_TEXT, {"const": ""}]},
+        },
+    ),
+    responses={200: json_answer("The counters.", ref("DeskCounters"))},
+    errors=(*GUARD_ERRORS, "not_found", "invalid_slot"),
+)
 @desk_api(method="GET")
 def api_counters(request: HttpRequest, event_id: int) -> JsonResponse:
     """The event's counters, or one slot's (`?slot_id=<id>`, a slot of the event)."""

@@ -39,6 +39,11 @@ def register_codes(enum: E) -> E:
     return enum
 
 
+def registered_code(code: str) -> ErrorCode | None:
+    """The registered member of `code` (its enum names the app), or None."""
+    return _registry.get(code)
+
+
 def http_status(code: str) -> int:
     """The HTTP status of a registered code (an unknown code is a programming error: 500)."""
     member = _registry.get(code)

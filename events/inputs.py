@@ -64,6 +64,26 @@ def as_id(value: Any) -> int | None:
     return None
 
 
+def json_int(value: Any) -> int | None:
+    """A JSON integer as JSON Schema reads one: an int, or a number without a fraction (`5.0`);
+    never a bool. None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value if isinstance(value, int) else None
+
+
+# An id written in a query string: ASCII digits, no sign, no leading zero, no whitespace.
+QUERY_ID = re.compile(r"[1-9][0-9]{0,18}")
+
+
+def query_id(value: str) -> int | None:
+    """The id a query parameter writes (QUERY_ID), else None. A number beyond the bigint range
+    is returned as it is: well formed, it names nothing (the caller answers "not found")."""
+    return int(value) if QUERY_ID.fullmatch(value) else None
+
+
 def load_json(body: bytes | str) -> Any:
     """`json.loads`, raising ValueError (as for text that is not JSON) for a document nested
     deeper than MAX_JSON_DEPTH — the parser's own recursion limit included — and

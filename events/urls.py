@@ -1,6 +1,6 @@
 from django.urls import path
 
-from events import views, views_api, views_waitlist
+from events import views, views_api, views_docs, views_waitlist
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
@@ -17,6 +17,8 @@ urlpatterns = [
         views_waitlist.join_api,
         name="api-waitlist",
     ),
+    path("api/v1/openapi.json", views_docs.openapi_document, name="api-description"),
+    path("api/docs/", views_docs.api_docs, name="api-docs"),
     path("my-tickets/<str:token>/", views.my_tickets, name="my-tickets"),
     path("my-tickets/<str:token>/cancel", views.my_tickets_cancel, name="my-tickets-cancel"),
     path("ics/<str:token>.ics", views.ics, name="ics"),

@@ -38,11 +38,14 @@ from events.errors import (
     http_status,
 )
 from events.models import Registration, RegistrationState
+from events.openapi import api, json_answer, ref
 from events.read import ics as ics_service
 from events.read import selectors
 from events.services import capability, intake, links, seats, self_service
+from events.views_api import json_methods
 
 logger = logging.getLogger("events.attendee")
+api.register_tag("Operations", "Health and the API description itself.")
 
 TOKEN_HEADERS = {"Cache-Control": "private, no-store", "Referrer-Policy": "no-referrer"}
 ICS_NOT_FOUND = b"Not found.\n"
@@ -50,7 +53,17 @@ UNAVAILABLE = b"This page is temporarily unavailable.\n"
 UNAVAILABLE_RETRY_AFTER = 5
 
 
-@require_GET
+@api.operation(
+    "get",
+    operation_id="health",
+    summary="Liveness of PostgreSQL and the Redis broker",
+    tags=["Operations"],
+    responses={
+        200: json_answer('Both services answer: `{"db": "ok", "broker": "ok"}`.', ref("Health")),
+        503: json_answer("A service does not answer: its entry names the error.", ref("Health")),
+    },
+)
+@json_methods("GET")
 def healthz(request):
     report = health.probe()
     status = 200 if all(v == "ok" for v in report.values()) else 503

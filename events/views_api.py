@@ -25,9 +25,10 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from events import inputs, ratelimit
+from events import api_schemas, inputs, ratelimit
 from events.client import client_address
 from events.errors import Code, DomainError, RateLimited, http_status
+from events.openapi import api, json_answer, json_body, ref
 from events.services import intake
 
 logger = logging.getLogger("events.api")
@@ -87,6 +88,47 @@ def _json_body(request: HttpRequest):
         return _NotJson()
 
 
+def json_methods(*methods: str):
+    """A JSON route's method gate: another method answers 405 `method_not_allowed` in the
+    pinned JSON shape, with `Allow`. CSRF-exempt, so that the CSRF check (which refuses any
+    unsafe method first, as an HTML 403) does not answer before it: these routes take no
+    cookie authority (reads, and the seam's own signatures)."""
+
+    def decorate(view: Callable[..., JsonResponse]) -> Callable[..., JsonResponse]:
+        @csrf_exempt
+        @functools.wraps(view)
+        def gated(request: HttpRequest, *args, **kwargs):
+            if request.method not in methods:
+                response = transport_error(Code.METHOD_NOT_ALLOWED, f"Use {' or '.join(methods)}.")
+                response["Allow"] = ", ".join(methods)
+                return response
+            return view(request, *args, **kwargs)
+
+        return gated
+
+    return decorate
+
+
+# The answers of `json_post`'s envelope (and of config.request_body, before it), by code.
+TRANSPORT_ERRORS = (
+    "payload_too_large",
+    "unsupported_media_type",
+    "service_unavailable",
+    "server_error",
+    "body_unreadable",
+    "request_timeout",
+)
+PUBLIC_TAG = "Attendees"
+api.register_tag(PUBLIC_TAG, "The public intake and waiting list (no authentication).")
+IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key",
+    "required": False,
+    "description": "Makes a retried POST answer the first answer (201, `Idempotent-Replayed: "
+    "true`) instead of registering again; the same key with another body is `invalid_value`.",
+    "schema": api_schemas.one_line(intake.MAX_KEY_LENGTH),
+}
+
+
 def json_post(*, what: str, api: str, limiter_message: str):
     """The envelope of a public JSON POST route (`view(request, event_id)`), every answer JSON:
     405 for another method ("Only POST <what>."), 415 unless the body is declared JSON, 413
@@ -131,6 +173,44 @@ def json_post(*, what: str, api: str, limiter_message: str):
     return decorate
 
 
+@api.operation(
+    "post",
+    operation_id="registerAttendees",
+    summary="Register attendees (the public intake)",
+    description="The checks of the guarded funnel run in order and the first failure answers; "
+    "nothing is written on a refusal. Rate limited per client address (429 with "
+    "`Retry-After`).",
+    tags=[PUBLIC_TAG],
+    path_parameters={"event_id": "A published event."},
+    headers=[IDEMPOTENCY_KEY],
+    body=json_body(ref("IntakeRequest")),
+    responses={
+        201: json_answer(
+            "Registered: per attendee its registration, barcode and links.",
+            ref("IntakeCreated"),
+            headers={"Cache-Control": True, "Idempotent-Replayed": False},
+        )
+    },
+    errors=(
+        "invalid_value",
+        "not_found",
+        "rate_limited",
+        "registrations_closed",
+        "ticket_required",
+        "invalid_ticket",
+        "slot_required",
+        "invalid_slot",
+        "sale_not_started",
+        "sale_ended",
+        "priced_ticket",
+        "invalid_quantity",
+        "invalid_attendee",
+        "question_required",
+        "invalid_answer",
+        "sold_out",
+        *TRANSPORT_ERRORS,
+    ),
+)
 @json_post(
     what="registers attendees",
     api="intake API",

@@ -38,11 +38,12 @@ from events.errors import (
     http_status,
 )
 from events.models import ActorType, Event, Slot, Ticket
+from events.openapi import api, json_answer, json_body, ref
 from events.read import selectors
 from events.services import links, registrations, seats, waitlist
 from events.services.audit import Actor
 from events.views import UNAVAILABLE_RETRY_AFTER, _tickets_not_found, _token_route
-from events.views_api import json_post
+from events.views_api import PUBLIC_TAG, TRANSPORT_ERRORS, json_post
 
 logger = logging.getLogger("events.attendee")
 
@@ -59,11 +60,13 @@ def _pick(model: type[Ticket] | type[Slot], event: Event, raw: Any) -> Any:
     return registrations.UNKNOWN if row is None else row
 
 
-def _join(event: Event, data: Mapping[str, Any]) -> waitlist.Joined:
+def _join(event: Event, data: Mapping[str, Any], *, ticket: str, slot: str) -> waitlist.Joined:
+    """Join with the fields of `data`; `ticket` and `slot` name its id fields (the form's
+    `ticket` / `slot`, the JSON API's `ticket_id` / `slot_id`)."""
     return waitlist.join(
         event=event,
-        ticket=_pick(Ticket, event, data.get("ticket_id", data.get("ticket"))),
-        slot=_pick(Slot, event, data.get("slot_id", data.get("slot"))),
+        ticket=_pick(Ticket, event, data.get(ticket)),
+        slot=_pick(Slot, event, data.get(slot)),
         name=data.get("name"),
         email=data.get("email"),
         actor=PUBLIC,
@@ -80,7 +83,7 @@ def join_page(request: HttpRequest, event_id: int) -> HttpResponse:
         raise Http404("No such event.")
     try:
         ratelimit.hit(scope="intake", client=client_address(request))
-        joined = _join(event, request.POST)
+        joined = _join(event, request.POST, ticket="ticket", slot="slot")
     except ratelimit.LimiterUnavailable as error:
         logger.error("waiting list form: rate limiter unavailable (%s): answering 503", error)
         response = render(request, "events/unavailable.html", {"event": event}, status=503)
@@ -136,6 +139,39 @@ def _joined_body(joined: waitlist.Joined) -> dict[str, Any]:
     }
 
 
+@api.operation(
+    "post",
+    operation_id="joinWaitingList",
+    summary="Join the waiting list of a sold-out ticket",
+    description="When a seat frees, the first on the list gets an offer by mail. Rate limited "
+    "with the intake (the same counter).",
+    tags=[PUBLIC_TAG],
+    path_parameters={"event_id": "A published event."},
+    body=json_body(ref("WaitlistJoin")),
+    responses={
+        201: json_answer(
+            "Received (also when the address was on the list already).",
+            ref("WaitlistReceived"),
+            headers={"Cache-Control": True},
+        )
+    },
+    errors=(
+        "invalid_value",
+        "not_found",
+        "rate_limited",
+        "invalid_attendee",
+        "registrations_closed",
+        "ticket_required",
+        "invalid_ticket",
+        "slot_required",
+        "invalid_slot",
+        "sale_not_started",
+        "sale_ended",
+        "priced_ticket",
+        "seats_available",
+        *TRANSPORT_ERRORS,
+    ),
+)
 @json_post(
     what="joins the waiting list",
     api="waiting list API",
@@ -154,7 +190,7 @@ def join_api(request: HttpRequest, event_id: int) -> JsonResponse:
         payload = None
     if not isinstance(payload, Mapping):
         raise ValidationFailed("The body must be a JSON object.", code="invalid_value")
-    joined = _join(event, payload)
+    joined = _join(event, payload, ticket="ticket_id", slot="slot_id")
     response = JsonResponse(_joined_body(joined), status=201)
     response["Cache-Control"] = "private, no-store"
     return response

@@ -12,11 +12,12 @@ and line breaks in any other text (an answer), so what the seam mints always exp
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
-from events.inputs import control_free
+from events.inputs import control_free, json_int
 from seams.errors import MalformedMessage
 
 ORDER_TYPES = ("order.confirmed", "order.paid", "order.cancelled")
@@ -27,6 +28,11 @@ MAX_ID = 2**63 - 1
 MAX_VERSION = 2**31 - 1  # SeamOrder.version is a PositiveIntegerField
 MAX_QUANTITY = 1000  # one line never books more (a guard against a runaway host, documented)
 MAX_DEPTH = 32
+# An amount: below 10**13, ASCII digits with an optional fraction (the API description says the
+# same: seams.api_schemas).
+AMOUNT_LIMIT = 10**13
+AMOUNT_PATTERN = r"^[0-9]{1,13}(\.[0-9]+)?$"
+AMOUNT_RE = re.compile(AMOUNT_PATTERN.strip("^$"))
 
 
 @dataclass(frozen=True)
@@ -129,8 +135,8 @@ def _str(
 
 def _int(obj: dict, key: str, path: str, *, minimum: int, maximum: int) -> int:
     where = f"{path}.{key}"
-    value = obj.get(key)
-    if isinstance(value, bool) or not isinstance(value, int):
+    value = json_int(obj.get(key))
+    if value is None:
         raise _fail(where, "must be an integer")
     if not minimum <= value <= maximum:
         raise _fail(where, f"must be between {minimum} and {maximum}")
@@ -138,15 +144,17 @@ def _int(obj: dict, key: str, path: str, *, minimum: int, maximum: int) -> int:
 
 
 def _amount(obj: dict, key: str, path: str) -> Decimal:
+    """ASCII digits with an optional fraction (what `Decimal` alone would take besides, such as
+    "1_000", " 5", "1e3" or other scripts' digits, is no amount a host means), or an integer;
+    ≥ 0 and below AMOUNT_LIMIT."""
     where = f"{path}.{key}"
     value = obj.get(key)
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise _fail(where, 'must be a decimal string such as "120.00"')
-    try:
-        amount = Decimal(str(value))
-    except (InvalidOperation, ValueError):
-        raise _fail(where, "is not a decimal number") from None
-    if not amount.is_finite() or amount < 0 or amount.adjusted() > 12:
+    if isinstance(value, str) and AMOUNT_RE.fullmatch(value) is None:
+        raise _fail(where, 'is not a decimal number such as "120.00"')
+    amount = Decimal(value)
+    if not 0 <= amount < AMOUNT_LIMIT:
         raise _fail(where, "must be a non-negative amount")
     return amount
 
@@ -174,15 +182,18 @@ def _attendee(value: Any, path: str) -> dict[str, Any]:
     answers = obj.get("answers")
     if answers is not None:
         answers = _obj(answers, f"{path}.answers")
+        kept: dict[str, Any] = {}
         for key, answer in answers.items():
             where = f"{path}.answers.{key}"
-            if isinstance(answer, bool) or not isinstance(answer, str | int):
+            choice = json_int(answer)
+            if choice is None and not isinstance(answer, str):
                 raise _fail(where, "must be a text or a choice id")
             if isinstance(answer, str) and len(answer) > 4000:
                 raise _fail(where, "is longer than 4000 characters")
-            if isinstance(answer, int) and not 0 < answer <= MAX_ID:
+            if choice is not None and not 0 < choice <= MAX_ID:
                 raise _fail(where, "is not a choice id")
-        attendee["answers"] = dict(answers)
+            kept[key] = answer if choice is None else choice
+        attendee["answers"] = kept
     return attendee
 
 
@@ -197,12 +208,13 @@ def _line(value: Any, path: str) -> LineData:
         booth_ids = obj.get("booth_ids")
         if not isinstance(booth_ids, list) or not booth_ids:
             raise _fail(f"{path}.booth_ids", "must be a non-empty list of booth ids")
-        for index, booth_id in enumerate(booth_ids):
-            if isinstance(booth_id, bool) or not isinstance(booth_id, int):
+        ids = [json_int(booth_id) for booth_id in booth_ids]
+        for index, booth_id in enumerate(ids):
+            if booth_id is None:
                 raise _fail(f"{path}.booth_ids[{index}]", "must be an integer")
             if not 0 < booth_id <= MAX_ID:
                 raise _fail(f"{path}.booth_ids[{index}]", "is not a booth id")
-        return LineData(ref=ref, kind=kind, price_total=price_total, booth_ids=tuple(booth_ids))
+        return LineData(ref=ref, kind=kind, price_total=price_total, booth_ids=tuple(ids))
     ticket_id = _int(obj, "ticket_id", path, minimum=1, maximum=MAX_ID)
     slot_id = None
     if obj.get("slot_id") is not None:

@@ -9,26 +9,91 @@ import logging
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
-from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_POST
 
-from events import hooks
+import seams.api_schemas  # noqa: F401 - the component schemas the operations below name
+from events import hooks, inputs
 from events.errors import Code, DomainError, NotFound, ValidationFailed, http_status
 from events.models import Event
+from events.openapi import api, json_answer, json_body, ref
 from events.services import seats
-from events.views_api import DATABASE_UNAVAILABLE, database_unavailable
+from events.views_api import DATABASE_UNAVAILABLE, database_unavailable, json_methods
 from seams import selectors
 from seams.services import receive
 
 logger = logging.getLogger(__name__)
+
+HOST_TAG = "Host"
+api.register_tag(HOST_TAG, "The host shop: the catalog reads and the signed sale seam.")
+# Standard Webhooks: how the host signs each message (docs/integrators.md §1).
+SIGNATURE_HEADERS = (
+    {
+        "name": "webhook-id",
+        "required": True,
+        "description": "The message id: stable across retries of one message, unique otherwise.",
+        "schema": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 255,
+            "pattern": "^[^\\u0000-\\u001f\\u007f]+$",
+        },
+    },
+    {
+        "name": "webhook-timestamp",
+        "required": True,
+        "description": "Unix seconds of this attempt; more than 300 s away from our clock is "
+        "`stale_timestamp`.",
+        "schema": {"type": "string", "pattern": "^[0-9]{1,12}$"},
+    },
+    {
+        "name": "webhook-signature",
+        "required": True,
+        "description": 'Space-separated `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`; '
+        "one that matches a secret of EVENT_SEAM_SECRET is enough.",
+        "schema": {"type": "string", "minLength": 1},
+    },
+)
+CATALOG_QUERY = (
+    {
+        "name": "event",
+        "required": True,
+        "description": "A published, active event (any other id answers 404).",
+        "schema": {"type": "string", "pattern": f"^{inputs.QUERY_ID.pattern}$"},
+    },
+)
 
 
 def _error(error: DomainError) -> JsonResponse:
     return JsonResponse(error.as_dict(), status=http_status(error.code))
 
 
-@csrf_exempt
-@require_POST
+@api.operation(
+    "post",
+    operation_id="receiveSaleMessage",
+    summary="The sale seam: one signed message about a host order",
+    description="Verified, recorded and applied exactly once per `webhook-id`, in one "
+    "transaction; refusals before the inbox store nothing.",
+    tags=[HOST_TAG],
+    headers=SIGNATURE_HEADERS,
+    body=json_body(ref("SaleMessage"), description="At most 256 KiB of UTF-8 JSON."),
+    responses={
+        200: json_answer("Applied, duplicate or stale.", ref("SaleAnswer")),
+        409: json_answer(
+            "Parked: refused for a business reason (`error.code`).", ref("SaleParked")
+        ),
+    },
+    errors=(
+        "invalid_signature",
+        "stale_timestamp",
+        "payload_too_large",
+        "malformed_message",
+        "secret_missing",
+        "service_unavailable",
+        "server_error",
+        "body_unreadable",
+        "request_timeout",
+    ),
+)
+@json_methods("POST")
 def sale_webhook(request: HttpRequest) -> JsonResponse:
     try:
         body = request.body
@@ -54,7 +119,16 @@ def sale_webhook(request: HttpRequest) -> JsonResponse:
     return JsonResponse(result.payload, status=result.http_status)
 
 
-@require_GET
+@api.operation(
+    "get",
+    operation_id="catalogLinkedProducts",
+    summary="The tickets of an event a host may sell, with their availability",
+    tags=[HOST_TAG],
+    query=CATALOG_QUERY,
+    responses={200: json_answer("The event's ticket rows.", ref("LinkedProducts"))},
+    errors=("invalid_value", "not_found", "service_unavailable"),
+)
+@json_methods("GET")
 def catalog_linked_products(request: HttpRequest) -> JsonResponse:
     """The published ticket rows of one event with their availability (None = unlimited)."""
     try:
@@ -65,7 +139,16 @@ def catalog_linked_products(request: HttpRequest) -> JsonResponse:
         return database_unavailable(error, api="catalog read")
 
 
-@require_GET
+@api.operation(
+    "get",
+    operation_id="catalogBooths",
+    summary="The booths of an event a host may sell (ids for a booth line's `booth_ids`)",
+    tags=[HOST_TAG],
+    query=CATALOG_QUERY,
+    responses={200: json_answer("The event's booths.", ref("BoothCatalog"))},
+    errors=("invalid_value", "not_found", "service_unavailable"),
+)
+@json_methods("GET")
 def catalog_booths(request: HttpRequest) -> JsonResponse:
     """The booths of one event, as the overlay that sells them reads them
     (`events.hooks.catalogs["booths"]`): ids for the seam's booth lines, category, availability."""
@@ -85,14 +168,10 @@ def _catalog_event(request: HttpRequest) -> Event:
     """The published, active event the `event` query parameter names, or the typed refusal: 400
     `invalid_value` for what is not an id, 404 `not_found` for an id that names no such event
     (unknown, unpublished or archived alike: the public read reveals no hidden event)."""
-    raw = request.GET.get("event", "")
-    try:
-        event_id = int(raw)
-        if not 0 < event_id < 2**63:
-            raise ValueError
-    except ValueError:
-        raise ValidationFailed("event must be an event id.", field="event") from None
-    event = selectors.catalog_event(event_id=event_id)
+    event_id = inputs.query_id(request.GET.get("event", ""))
+    if event_id is None:
+        raise ValidationFailed("event must be an event id.", field="event")
+    event = selectors.catalog_event(event_id=event_id) if event_id <= inputs.BIGINT_MAX else None
     if event is None:
         raise NotFound("There is no published event with this id.", event=event_id)
     return event

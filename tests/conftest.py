@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from tests import parallel
 
+# Written by tests/events/api_description/test_schemathesis.py.
+CASES_FILE = Path(__file__).resolve().parents[1] / "test-output" / "schemathesis-cases.txt"
+
 
 def pytest_configure(config):
     """Fast password hashing for the whole run (tests/hashers.py); the faster end of a
     transactional test."""
+    config._started_at = time.time()
     from django.conf import settings
 
     from tests import emptying
@@ -98,3 +104,12 @@ def free_port() -> int:
 
 def days(n: float) -> timedelta:
     return timedelta(days=n)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The Schemathesis run's cases per operation, when this session ran it (the file its test
+    writes: tests/events/api_description/test_schemathesis.py), also under -q and xdist."""
+    started = getattr(config, "_started_at", None)
+    if CASES_FILE.is_file() and started is not None and CASES_FILE.stat().st_mtime >= started:
+        terminalreporter.write_sep("-", "Schemathesis")
+        terminalreporter.write(CASES_FILE.read_text())

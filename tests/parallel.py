@@ -117,6 +117,7 @@ CONNECTION_HEAVY_GROUP = "postgres-connections"
 # runs all the same, later.
 LONG = (
     "tests/probes/test_model_checked.py",
+    "tests/events/api_description/test_schemathesis.py",
     "tests/probes/test_killed_workers.py",
     "tests/probes/test_route_fuzz.py",
     "tests/events/config/test_config.py",

@@ -167,6 +167,7 @@ CORE_LAYERS: tuple[tuple[str, int], ...] = (
             "views",
             "views_api",
             "views_waitlist",
+            "views_docs",
             "intake_form",
             "waitlist_form",
             "admin",
