@@ -21,6 +21,9 @@ class SeamsConfig(AppConfig):
         hooks.periodic_tasks.append(
             {"name": "seams-webhook-delivery", "task": webhooks.DELIVERY_TASK, "schedule": 30.0}
         )
+        from seams import webhook_schemas
+
+        webhook_schemas.register()  # the messages in the OpenAPI description's `webhooks`
         from seams.dashboard import register as register_dashboard
 
         register_dashboard()  # its event-dashboard panel (events.admin.extensions)

@@ -187,3 +187,31 @@ def test_without_an_endpoint_the_booking_asks_for_no_nudge(django_capture_on_com
     event = factories.EventFactory()
     assert nudges(lambda: book(event), django_capture_on_commit_callbacks) == []
     assert not EventAuditLog.objects.filter(verb__startswith="webhook").exists()
+
+
+def test_every_message_the_trigger_writes_matches_its_documented_schema():
+    """The OpenAPI description's `webhooks` entry of each type (seams/webhook_schemas.py) holds
+    the messages the trigger really writes: one of each type, validated with the document's own
+    components."""
+    from jsonschema import Draft202012Validator
+
+    from events import openapi
+
+    document = openapi.document()
+    assert set(document["webhooks"]) == set(WEBHOOK_TYPES)
+    test_every_type_is_queued_once_per_change_in_order_of_its_subject()
+    seen = set()
+    for message in WebhookMessage.objects.order_by("pk"):
+        post = document["webhooks"][message.type]["post"]
+        schema = post["requestBody"]["content"]["application/json"]["schema"]
+        validator = Draft202012Validator(
+            {**schema, "components": document["components"]},
+            format_checker=Draft202012Validator.FORMAT_CHECKER,
+        )
+        errors = [e.message for e in validator.iter_errors(message.payload)]
+        assert errors == [], (message.type, errors)
+        seen.add(message.type)
+    assert seen == set(WEBHOOK_TYPES)
+    # the schemas are closed: a field the trigger adds without its description fails here
+    extra = dict(message.payload, data={**message.payload["data"], "surprise": 1})
+    assert list(validator.iter_errors(extra))
