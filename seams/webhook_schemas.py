@@ -122,7 +122,7 @@ def path_item(kind: str) -> dict[str, Any]:
     return {
         "post": {
             "operationId": f"webhook_{kind.replace('.', '_')}",
-            "summary": kind,
+            "summary": SENT_WHEN[kind].split(";")[0].rstrip("."),
             "description": SENT_WHEN[kind]
             + " Signed the Standard Webhooks way; answer 2xx once stored. 408, 425, 429 "
             "(Retry-After honoured), 5xx, a timeout or a refused connection are retried with "

@@ -95,7 +95,12 @@ def test_a_section_lists_core_models_first_then_each_overlays_in_declared_order(
         "MailSlot",
         "SmsOutbox",
     ]
-    assert sections["Host integration"][-2:] == ["SeamInbox", "SeamOrder"]
+    assert sections["Host integration"][-4:] == [
+        "SeamInbox",
+        "SeamOrder",
+        "WebhookEndpoint",
+        "WebhookDelivery",
+    ]
 
 
 APPS = ("events", "booths", "leads", "seams", "sms", "desk")
