@@ -132,6 +132,7 @@ LONG = (
     "tests/events/web/test_slow_clients.py",
     "tests/events/admin/test_admin_smoke.py",
     "tests/probes/test_seam_shrink.py",
+    "tests/seams/test_webhooks_delivery.py",
 )
 
 
