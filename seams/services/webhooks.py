@@ -7,14 +7,15 @@ Invariants:
 - each POST is signed with the `standardwebhooks` library (`webhook-id` is the message's id,
   the same on every attempt and endpoint; `webhook-timestamp` the attempt's time); after a
   rotation the previous secret adds a second signature until `previous_secret_until`;
-- pending deliveries are claimed `FOR UPDATE SKIP LOCKED` and POSTed in the claiming
+- pending deliveries are claimed `FOR UPDATE SKIP LOCKED` and POSTed (CONCURRENT at a time
+  per endpoint, on sender threads; the database is only touched by the caller) in the claiming
   transaction: two deliverers never POST the same delivery, and a deliverer killed in the middle
   (its transaction rolls back) leaves its deliveries pending for the next run: at least once;
 - per endpoint, a subject's messages go out in version order: a delivery is not claimed while
   an earlier version of its subject is pending for the same endpoint;
 - 2xx: delivered. 408/425/429, 5xx, a timeout or a refused connection: pending again after an
   exponential backoff (30 s doubling, capped at one hour, longer when the answer's Retry-After
-  asks), and the endpoint's other deliveries of the batch wait for the next run. Another 4xx:
+  asks), and the endpoint's deliveries not yet sent wait for the next run. Another 4xx:
   `failed` (staff may send it again). Every POST leaves a `WebhookAttempt`;
 - an endpoint with no success for EVENT_WEBHOOK_DISABLE_HOURS is disabled (audited, an alert on
   the dashboard); its deliveries keep queueing and wait until staff enable it again. A success
@@ -31,6 +32,7 @@ import secrets
 import ssl
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cache
@@ -66,6 +68,8 @@ TIMEOUT = httpx.Timeout(10.0, connect=5.0)
 RETRYABLE_STATUSES = frozenset({408, 425, 429})
 RESPONSE_EXCERPT = 1000
 BATCH = 200
+# POSTs in flight at once to one endpoint (each its own kept-alive connection).
+CONCURRENT = 8
 RUN_LIMIT = 5000
 MAX_RETRY_AFTER = timedelta(hours=24)
 URL_MAX = 2000
@@ -303,7 +307,15 @@ def deliver_due(*, now: datetime | None = None, limit: int = RUN_LIMIT) -> Webho
     report = WebhookReport()
     budget = limit
     failing: set[int] = set()
-    with httpx.Client(timeout=TIMEOUT, headers={"User-Agent": USER_AGENT}, verify=_tls()) as client:
+    with (
+        httpx.Client(
+            timeout=TIMEOUT,
+            headers={"User-Agent": USER_AGENT},
+            verify=_tls(),
+            limits=httpx.Limits(max_connections=CONCURRENT, max_keepalive_connections=CONCURRENT),
+        ) as client,
+        ThreadPoolExecutor(max_workers=CONCURRENT, thread_name_prefix="webhook") as pool,
+    ):
         while budget > 0:
             size = min(BATCH, budget)
             at = now or timezone.now()
@@ -319,7 +331,7 @@ def deliver_due(*, now: datetime | None = None, limit: int = RUN_LIMIT) -> Webho
                     .select_related("message", "endpoint")
                     .order_by("next_attempt_at", "pk")
                 )
-                _post_batch(client, rows, at, report, failing)
+                _post_batch(client, pool, rows, at, report, failing)
     report.work_remaining = True
     nudge.after_commit(key=NUDGE_KEY, task=DELIVERY_TASK)
     return report
@@ -340,100 +352,138 @@ def body_of(delivery: WebhookDelivery) -> str:
     return json.dumps(delivery.message.payload, ensure_ascii=False, separators=(",", ":"))
 
 
+@dataclass
+class _Answer:
+    """One POST's outcome, made on a sender thread (no database there)."""
+
+    row: WebhookDelivery
+    sent_at: datetime
+    status: int | None
+    excerpt: str
+    error: str
+    retry_after: timedelta | None
+    elapsed_ms: int
+
+
+def _post(client: httpx.Client, row: WebhookDelivery) -> _Answer:
+    endpoint = row.endpoint
+    sent_at = timezone.now()
+    body = body_of(row)
+    headers = {
+        "content-type": "application/json",
+        "webhook-id": row.message.msg_id,
+        "webhook-timestamp": str(int(sent_at.timestamp())),
+        "webhook-signature": signature_header(endpoint, row.message.msg_id, sent_at, body),
+    }
+    started = time.monotonic()
+    status: int | None = None
+    excerpt = error = ""
+    retry_after: timedelta | None = None
+    try:
+        response = client.post(endpoint.url, content=body.encode(), headers=headers)
+        status = response.status_code
+        excerpt = response.text[:RESPONSE_EXCERPT]
+        retry_after = _retry_after(response)
+    except httpx.HTTPError as exc:  # timeouts, refused / reset connections, bad URLs
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+    elapsed = int((time.monotonic() - started) * 1000)
+    return _Answer(row, sent_at, status, excerpt, error, retry_after, elapsed)
+
+
 def _post_batch(
     client: httpx.Client,
+    pool: ThreadPoolExecutor,
     rows: Sequence[WebhookDelivery],
     now: datetime,
     report: WebhookReport,
     waiting: set[int],
 ) -> None:
-    """POST each row and record its outcome; `waiting`: the endpoints that failed in this run
-    (their other rows are not tried), grown by this batch's."""
+    """POST the rows and record their outcomes; `waiting`: the endpoints that failed in this
+    run (their other rows are not tried), grown by this batch's.
+
+    An endpoint's rows go out CONCURRENT at a time: the claim never holds two versions of one
+    subject for one endpoint, so rows sent together never need an order between them. After a
+    wave with a failure that says "later", the endpoint's remaining rows wait."""
     attempts: list[WebhookAttempt] = []
     outcome: dict[int, bool] = {}  # endpoint id → answered 2xx (True) / failing (False)
     touched: list[WebhookDelivery] = []
+    by_endpoint: dict[int, list[WebhookDelivery]] = {}
     for row in rows:
-        endpoint = row.endpoint
-        if endpoint.pk in waiting:
-            continue
-        sent_at = timezone.now()
-        body = body_of(row)
-        headers = {
-            "content-type": "application/json",
-            "webhook-id": row.message.msg_id,
-            "webhook-timestamp": str(int(sent_at.timestamp())),
-            "webhook-signature": signature_header(endpoint, row.message.msg_id, sent_at, body),
-        }
-        started = time.monotonic()
-        status: int | None = None
-        excerpt = error = ""
-        retry_after: timedelta | None = None
-        try:
-            response = client.post(endpoint.url, content=body.encode(), headers=headers)
-            status = response.status_code
-            excerpt = response.text[:RESPONSE_EXCERPT]
-            retry_after = _retry_after(response)
-        except httpx.HTTPError as exc:  # timeouts, refused / reset connections, bad URLs
-            error = f"{type(exc).__name__}: {exc}"[:2000]
-        elapsed = int((time.monotonic() - started) * 1000)
-        attempts.append(
-            WebhookAttempt(
-                delivery=row,
-                at=sent_at,
-                status=status,
-                error=error,
-                response=excerpt,
-                duration_ms=elapsed,
-            )
-        )
-        row.attempts += 1
-        row.last_status = status
-        touched.append(row)
-        if status is not None and 200 <= status < 300:
-            row.state = DeliveryState.DELIVERED
-            row.delivered_at = timezone.now()
-            row.last_error = ""
-            outcome[endpoint.pk] = True
-            report.delivered += 1
-        elif status is None or status >= 500 or status in RETRYABLE_STATUSES:
-            row.last_error = error or f"HTTP {status}: {excerpt}"[:2000]
-            row.next_attempt_at = now + max(backoff(row.attempts), retry_after or timedelta())
-            outcome.setdefault(endpoint.pk, False)
-            waiting.add(endpoint.pk)
-            report.retried += 1
-            logger.warning(
-                "webhook %s to endpoint %s retried at %s (attempt %s): %s",
-                row.message.msg_id,
-                endpoint.pk,
-                row.next_attempt_at.isoformat(),
-                row.attempts,
-                row.last_error[:200],
-            )
-        else:
-            row.state = DeliveryState.FAILED
-            row.last_error = f"HTTP {status}: {excerpt}"[:2000]
-            outcome.setdefault(endpoint.pk, False)
-            report.failed += 1
-            audit.record(
-                actor=audit.SYSTEM,
-                verb="webhook_delivery.failed",
-                event=row.message.event_id,
-                data={
-                    "delivery": row.pk,
-                    "message": row.message.msg_id,
-                    "endpoint": endpoint.pk,
-                    "status": status,
-                },
-            )
-            logger.error(
-                "webhook %s refused by endpoint %s: HTTP %s",
-                row.message.msg_id,
-                endpoint.pk,
-                status,
-            )
+        by_endpoint.setdefault(row.endpoint_id, []).append(row)
+    for endpoint_id, endpoint_rows in by_endpoint.items():
+        for start in range(0, len(endpoint_rows), CONCURRENT):
+            if endpoint_id in waiting:
+                break
+            wave = endpoint_rows[start : start + CONCURRENT]
+            for answer in pool.map(lambda row: _post(client, row), wave):
+                attempts.append(
+                    WebhookAttempt(
+                        delivery=answer.row,
+                        at=answer.sent_at,
+                        status=answer.status,
+                        error=answer.error,
+                        response=answer.excerpt,
+                        duration_ms=answer.elapsed_ms,
+                    )
+                )
+                touched.append(answer.row)
+                _outcome(answer, now, report, waiting, outcome)
     WebhookAttempt.objects.bulk_create(attempts)
     _record(touched)
     _endpoint_health(outcome, now, report)
+
+
+def _outcome(
+    answer: _Answer,
+    now: datetime,
+    report: WebhookReport,
+    waiting: set[int],
+    outcome: dict[int, bool],
+) -> None:
+    """Set the delivery's state from its answer (2xx delivered; later: backoff; else failed)."""
+    row, status = answer.row, answer.status
+    endpoint = row.endpoint
+    row.attempts += 1
+    row.last_status = status
+    if status is not None and 200 <= status < 300:
+        row.state = DeliveryState.DELIVERED
+        row.delivered_at = timezone.now()
+        row.last_error = ""
+        outcome[endpoint.pk] = True
+        report.delivered += 1
+    elif status is None or status >= 500 or status in RETRYABLE_STATUSES:
+        row.last_error = answer.error or f"HTTP {status}: {answer.excerpt}"[:2000]
+        row.next_attempt_at = now + max(backoff(row.attempts), answer.retry_after or timedelta())
+        outcome.setdefault(endpoint.pk, False)
+        waiting.add(endpoint.pk)
+        report.retried += 1
+        logger.warning(
+            "webhook %s to endpoint %s retried at %s (attempt %s): %s",
+            row.message.msg_id,
+            endpoint.pk,
+            row.next_attempt_at.isoformat(),
+            row.attempts,
+            row.last_error[:200],
+        )
+    else:
+        row.state = DeliveryState.FAILED
+        row.last_error = f"HTTP {status}: {answer.excerpt}"[:2000]
+        outcome.setdefault(endpoint.pk, False)
+        report.failed += 1
+        audit.record(
+            actor=audit.SYSTEM,
+            verb="webhook_delivery.failed",
+            event=row.message.event_id,
+            data={
+                "delivery": row.pk,
+                "message": row.message.msg_id,
+                "endpoint": endpoint.pk,
+                "status": status,
+            },
+        )
+        logger.error(
+            "webhook %s refused by endpoint %s: HTTP %s", row.message.msg_id, endpoint.pk, status
+        )
 
 
 # The outcomes of a batch in one statement (Django's bulk_update builds a CASE per column and
