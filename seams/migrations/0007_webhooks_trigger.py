@@ -19,49 +19,6 @@ host can subscribe to into `seams_webhookmessage` rows, and fans each out into o
 from django.db import migrations
 
 CREATE = """
--- The `data` of a message of `p_type` (without its version and subject): the current row of
--- what changed, as the host reads it.
-CREATE OR REPLACE FUNCTION seams_webhook_data(
-    p_type text, p_event bigint, p_registration bigint, p_audit jsonb
-) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
-    SELECT CASE split_part(p_type, '.', 1)
-    WHEN 'registration' THEN (
-        SELECT jsonb_build_object('registration', jsonb_build_object(
-                   'id', r.id, 'event', r.event_id, 'ticket', r.ticket_id, 'slot', r.slot_id,
-                   'state', r.state, 'name', r.name, 'email', r.email, 'phone', r.phone,
-                   'company_name', r.company_name, 'partner_ref', r.partner_ref,
-                   'sale_order_ref', r.sale_order_ref,
-                   'sale_order_line_ref', r.sale_order_line_ref,
-                   'sale_status', r.sale_status, 'is_paid', r.is_paid,
-                   'cancel_source', r.cancel_source, 'created_at', r.created_at,
-                   'updated_at', r.updated_at))
-          FROM events_registration r WHERE r.id = p_registration)
-    WHEN 'waitlist' THEN (
-        SELECT jsonb_build_object('entry', jsonb_build_object(
-                   'id', w.id, 'event', w.event_id, 'ticket', w.ticket_id, 'slot', w.slot_id,
-                   'state', w.state, 'name', w.name, 'email', w.email,
-                   'offered_at', w.offered_at, 'expires_at', w.expires_at,
-                   'offer_version', w.offer_version, 'registration', w.registration_id))
-          FROM events_waitlistentry w WHERE w.id = (p_audit ->> 'entry')::bigint)
-    ELSE (
-        SELECT jsonb_build_object('event', jsonb_build_object(
-                   'id', e.id, 'name', e.name, 'date_begin', e.date_begin,
-                   'date_end', e.date_end, 'date_tz', e.date_tz,
-                   'kanban_state', e.kanban_state, 'is_published', e.is_published,
-                   'active', e.active))
-               -- event.postponed: the dates before the change (the audit row's [old, new]).
-               || CASE WHEN p_type = 'event.postponed' THEN jsonb_build_object('previous',
-                      jsonb_build_object(
-                          'date_begin', coalesce(p_audit -> 'date_begin' -> 0,
-                                                 to_jsonb(e.date_begin)),
-                          'date_end', coalesce(p_audit -> 'date_end' -> 0,
-                                               to_jsonb(e.date_end))))
-                  ELSE '{}'::jsonb END
-          FROM events_event e WHERE e.id = p_event)
-    END
-$$;
-
 CREATE OR REPLACE FUNCTION seams_webhooks_enqueue() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE queued bigint;
@@ -83,7 +40,7 @@ BEGIN
                           'event.cancelled')
             OR (a.verb = 'event.updated' AND (a.data ? 'date_begin' OR a.data ? 'date_end'))
     ), wanted AS (
-        SELECT c.*,
+        SELECT c.*, split_part(c.type, '.', 1) AS noun,
                CASE split_part(c.type, '.', 1)
                    WHEN 'registration' THEN 'registration:' || c.registration_id
                    WHEN 'waitlist' THEN 'waitlist:' || (c.data ->> 'entry')
@@ -99,20 +56,59 @@ BEGIN
                           WHERE m.subject = w.subject), 0)
                + row_number() OVER (PARTITION BY w.subject ORDER BY w.audit_id) AS version
           FROM wanted w
+    ), described AS (
+        -- `data`: the registration, the waiting-list entry or the event, as the host reads it
+        -- (never the barcode); event.postponed adds the dates before the change (the audit
+        -- row's [old, new]). Joined here, not read by a function per row: an SQL function's
+        -- body is planned again on every call.
+        SELECT n.*,
+               CASE n.noun
+               WHEN 'registration' THEN jsonb_build_object('registration', jsonb_build_object(
+                   'id', r.id, 'event', r.event_id, 'ticket', r.ticket_id, 'slot', r.slot_id,
+                   'state', r.state, 'name', r.name, 'email', r.email, 'phone', r.phone,
+                   'company_name', r.company_name, 'partner_ref', r.partner_ref,
+                   'sale_order_ref', r.sale_order_ref,
+                   'sale_order_line_ref', r.sale_order_line_ref,
+                   'sale_status', r.sale_status, 'is_paid', r.is_paid,
+                   'cancel_source', r.cancel_source, 'created_at', r.created_at,
+                   'updated_at', r.updated_at))
+               WHEN 'waitlist' THEN jsonb_build_object('entry', jsonb_build_object(
+                   'id', w.id, 'event', w.event_id, 'ticket', w.ticket_id, 'slot', w.slot_id,
+                   'state', w.state, 'name', w.name, 'email', w.email,
+                   'offered_at', w.offered_at, 'expires_at', w.expires_at,
+                   'offer_version', w.offer_version, 'registration', w.registration_id))
+               ELSE jsonb_build_object('event', jsonb_build_object(
+                   'id', e.id, 'name', e.name, 'date_begin', e.date_begin,
+                   'date_end', e.date_end, 'date_tz', e.date_tz,
+                   'kanban_state', e.kanban_state, 'is_published', e.is_published,
+                   'active', e.active))
+                   || CASE WHEN n.type = 'event.postponed' THEN jsonb_build_object('previous',
+                          jsonb_build_object(
+                              'date_begin', coalesce(n.data -> 'date_begin' -> 0,
+                                                     to_jsonb(e.date_begin)),
+                              'date_end', coalesce(n.data -> 'date_end' -> 0,
+                                                   to_jsonb(e.date_end))))
+                      ELSE '{}'::jsonb END
+               END AS body
+          FROM numbered n
+          LEFT JOIN events_registration r
+                 ON n.noun = 'registration' AND r.id = n.registration_id
+          LEFT JOIN events_waitlistentry w
+                 ON n.noun = 'waitlist' AND w.id = (n.data ->> 'entry')::bigint
+          LEFT JOIN events_event e ON n.noun = 'event' AND e.id = n.event_id
     ), messages AS (
         INSERT INTO seams_webhookmessage
                (msg_id, type, event_id, subject, version, audit_id, payload, created_at)
-        SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''), n.type, n.event_id,
-               n.subject, n.version, n.audit_id,
+        SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''), d.type, d.event_id,
+               d.subject, d.version, d.audit_id,
                jsonb_build_object(
-                   'type', n.type,
-                   'timestamp', n.at,
-                   'data', coalesce(seams_webhook_data(n.type, n.event_id, n.registration_id,
-                                                       n.data), '{}'::jsonb)
-                           || jsonb_build_object('subject', n.subject, 'version', n.version)),
+                   'type', d.type,
+                   'timestamp', d.at,
+                   'data', coalesce(d.body, '{}'::jsonb)
+                           || jsonb_build_object('subject', d.subject, 'version', d.version)),
                now()
-          FROM numbered n
-         ORDER BY n.audit_id
+          FROM described d
+         ORDER BY d.audit_id
         RETURNING id, type, event_id, subject, version
     )
     INSERT INTO seams_webhookdelivery
@@ -142,7 +138,6 @@ CREATE TRIGGER seams_webhooks_audit_added
 DROP = """
 DROP TRIGGER IF EXISTS seams_webhooks_audit_added ON events_eventauditlog;
 DROP FUNCTION IF EXISTS seams_webhooks_enqueue();
-DROP FUNCTION IF EXISTS seams_webhook_data(text, bigint, bigint, jsonb);
 """
 
 
