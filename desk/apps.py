@@ -1,3 +1,4 @@
+from celery.schedules import crontab
 from django.apps import AppConfig
 
 
@@ -11,6 +12,12 @@ class DeskConfig(AppConfig):
         from events import hooks
 
         hooks.seed_demo.append(seed_demo)
+        from desk.services.nonces import SWEEP_TASK
+
+        # The nonces' retention (desk.services.nonces): once a day.
+        hooks.periodic_tasks.append(
+            {"name": "desk-nonce-sweep", "task": SWEEP_TASK, "schedule": crontab(minute=17, hour=3)}
+        )
         from desk.dashboard import register as register_dashboard
 
         register_dashboard()  # its event-dashboard panel (events.admin.extensions)

@@ -34,6 +34,7 @@ import desk.api_schemas  # noqa: F401 - the component schemas the operations bel
 from desk import selectors
 from desk.errors import CsrfFailed, Forbidden, MethodNotAllowed
 from desk.services import confirm_attendance, register_attendee
+from desk.services.attendance import check_nonce
 from events import inputs
 from events import rules as core_rules
 from events.api_schemas import ID_TEXT
@@ -168,6 +169,11 @@ def _id(value: Any, field: str, *, optional: bool = False) -> int | None:
     return number
 
 
+def _nonce(body: dict[str, Any]) -> str | None:
+    """The optional `nonce`: absent is None; present, it must be a valid one (null included)."""
+    return check_nonce(body["nonce"]) if "nonce" in body else None
+
+
 def _actor(request: HttpRequest):
     return request.user  # the service turns a user into the desk actor (type "desk")
 
@@ -240,7 +246,14 @@ def scanner(request: HttpRequest, event_id: int) -> HttpResponse:
     security=SESSION,
     body=json_body(ref("DeskScan")),
     responses={200: json_answer("The scan's answer.", ref("DeskAnswer"))},
-    errors=(*GUARD_ERRORS, "csrf_failed", "invalid_value", "invalid_slot", *TRANSPORT_ERRORS),
+    errors=(
+        *GUARD_ERRORS,
+        "csrf_failed",
+        "invalid_value",
+        "invalid_slot",
+        "nonce_reused",
+        *TRANSPORT_ERRORS,
+    ),
 )
 @desk_api(method="POST")
 def api_scan(request: HttpRequest) -> JsonResponse:
@@ -252,7 +265,11 @@ def api_scan(request: HttpRequest) -> JsonResponse:
     slot_id = _id(body.get("slot_id"), "slot_id", optional=True)
     return JsonResponse(
         register_attendee(
-            barcode=barcode, event_id=event_id, slot_id=slot_id, actor=_actor(request)
+            barcode=barcode,
+            event_id=event_id,
+            slot_id=slot_id,
+            actor=_actor(request),
+            nonce=_nonce(body),
         )
     )
 
@@ -265,12 +282,24 @@ def api_scan(request: HttpRequest) -> JsonResponse:
     security=SESSION,
     body=json_body(ref("DeskConfirm")),
     responses={200: json_answer("The confirmation's answer.", ref("DeskAnswer"))},
-    errors=(*GUARD_ERRORS, "csrf_failed", "invalid_value", "not_found", *TRANSPORT_ERRORS),
+    errors=(
+        *GUARD_ERRORS,
+        "csrf_failed",
+        "invalid_value",
+        "not_found",
+        "nonce_reused",
+        *TRANSPORT_ERRORS,
+    ),
 )
 @desk_api(method="POST")
 def api_confirm(request: HttpRequest) -> JsonResponse:
-    registration_id = _id(_body(request).get("registration_id"), "registration_id")
-    return JsonResponse(confirm_attendance(registration_id=registration_id, actor=_actor(request)))
+    body = _body(request)
+    registration_id = _id(body.get("registration_id"), "registration_id")
+    return JsonResponse(
+        confirm_attendance(
+            registration_id=registration_id, actor=_actor(request), nonce=_nonce(body)
+        )
+    )
 
 
 @api.operation(
