@@ -9,8 +9,10 @@ class DeskConfig(AppConfig):
     def ready(self) -> None:
         from desk import errors  # noqa: F401 — registers the app's error codes
         from desk.demo import seed_demo
+        from desk.reference_data import grant_permissions
         from events import hooks
 
+        hooks.reference_data.append(grant_permissions)
         hooks.seed_demo.append(seed_demo)
         from desk.services.nonces import SWEEP_TASK
 
