@@ -3,7 +3,8 @@
 gunicorn (2 sync workers, B2's `Server`; not the Procfile's gthread configuration) against
 the bench database; one event with 50,000 open registrations (5,000 with --quick). Each
 scanner is a desk user that logs in through the admin login form (session cookie + CSRF
-token, as the browser does) and POSTs /desk/api/scan with the X-CSRFToken header.
+token, as the browser does) and POSTs /desk/api/scan with the X-CSRFToken header and a fresh
+`nonce` per scan (as the scanner page sends; a retry repeats it).
 
 1. 1 then 4 concurrent scanners each scan their own share of distinct tickets: scans/s and
    p50/p99 latency. Checks: every answer is 200 `confirmed_registration`, the event's attended
@@ -87,10 +88,12 @@ class Scanner:
             conn.close()
 
     def scan(self, barcode: str, event_id: int) -> tuple[int, str]:
+        # A fresh nonce per scan, as the scanner page sends (a retry would repeat it).
+        nonce = secrets.token_hex(16)
         status, _, body = self.call(
             "POST",
             "/desk/api/scan",
-            json.dumps({"barcode": barcode, "event_id": event_id}).encode(),
+            json.dumps({"barcode": barcode, "event_id": event_id, "nonce": nonce}).encode(),
             {"Content-Type": "application/json", "X-CSRFToken": self.token},
         )
         try:

@@ -4,7 +4,9 @@ permission, and Django's CSRF token on the POSTs."""
 
 from __future__ import annotations
 
+from desk.models import NONCE_MAX
 from desk.services.attendance import ScanStatus
+from events.api_schemas import ONE_LINE_CHAR
 from events.openapi import api, nullable, ref, register_schema
 
 api.register_security_scheme(
@@ -22,6 +24,18 @@ api.register_security_scheme(
 api.register_tag("Desk", "The attendance desk's verbs (staff session).")
 
 register_schema(
+    "DeskNonce",
+    {
+        "type": "string",
+        # 1 to NONCE_MAX characters, none a control character (events.inputs, as it came: a
+        # nonce is not stripped).
+        "pattern": f"^{ONE_LINE_CHAR}{{1,{NONCE_MAX}}}$",
+        "description": "Optional, chosen by the desk per scan (a UUID, say): the same nonce "
+        "again from the same desk user answers the first answer (same status and body) and "
+        "writes nothing more; sent with another request, `nonce_reused` (409). Kept 7 days.",
+    },
+)
+register_schema(
     "DeskScan",
     {
         "type": "object",
@@ -34,6 +48,7 @@ register_schema(
             },
             "event_id": nullable(ref("Id")),
             "slot_id": nullable(ref("Id")),
+            "nonce": ref("DeskNonce"),
         },
     },
 )
@@ -42,7 +57,7 @@ register_schema(
     {
         "type": "object",
         "required": ["registration_id"],
-        "properties": {"registration_id": ref("Id")},
+        "properties": {"registration_id": ref("Id"), "nonce": ref("DeskNonce")},
     },
 )
 register_schema(

@@ -34,6 +34,7 @@ import desk.api_schemas  # noqa: F401 - the component schemas the operations bel
 from desk import selectors
 from desk.errors import CsrfFailed, Forbidden, MethodNotAllowed
 from desk.services import confirm_attendance, register_attendee
+from desk.services.attendance import check_nonce
 from events import inputs
 from events import rules as core_rules
 from events.api_schemas import ID_TEXT
@@ -57,10 +58,19 @@ GUARD_ERRORS = ("forbidden", "service_unavailable", "server_error")
 
 def can_use_desk(user) -> bool:
     """An active staff user holding PERMISSION, as Django's `has_perm` answers it (a superuser
-    holds every permission). Django's model backend reads the permissions of the user and of
-    its groups (two queries) and keeps them on the user object; a request reads its user anew,
-    so each request of a desk user pays them once, whatever else asks."""
-    return bool(user.is_active and user.is_staff and user.has_perm(PERMISSION))
+    holds every permission; otherwise the model backend's grants, to the user or to one of its
+    groups). The grants are read in one statement (`selectors.holds_permission`) and kept on
+    the user object; a request reads its user anew, so each request of a desk user pays that
+    one statement once, whatever else asks, and a revoked grant holds from the next request."""
+    if not (user.is_active and user.is_staff):
+        return False
+    if user.is_superuser:
+        return True
+    held = getattr(user, "_desk_permission", None)
+    if held is None:
+        held = selectors.holds_permission(user_id=user.pk, permission=PERMISSION)
+        user._desk_permission = held
+    return held
 
 
 def error_response(error: DomainError) -> JsonResponse:
@@ -168,6 +178,11 @@ def _id(value: Any, field: str, *, optional: bool = False) -> int | None:
     return number
 
 
+def _nonce(body: dict[str, Any]) -> str | None:
+    """The optional `nonce`: absent is None; present, it must be a valid one (null included)."""
+    return check_nonce(body["nonce"]) if "nonce" in body else None
+
+
 def _actor(request: HttpRequest):
     return request.user  # the service turns a user into the desk actor (type "desk")
 
@@ -240,7 +255,14 @@ def scanner(request: HttpRequest, event_id: int) -> HttpResponse:
     security=SESSION,
     body=json_body(ref("DeskScan")),
     responses={200: json_answer("The scan's answer.", ref("DeskAnswer"))},
-    errors=(*GUARD_ERRORS, "csrf_failed", "invalid_value", "invalid_slot", *TRANSPORT_ERRORS),
+    errors=(
+        *GUARD_ERRORS,
+        "csrf_failed",
+        "invalid_value",
+        "invalid_slot",
+        "nonce_reused",
+        *TRANSPORT_ERRORS,
+    ),
 )
 @desk_api(method="POST")
 def api_scan(request: HttpRequest) -> JsonResponse:
@@ -252,7 +274,11 @@ def api_scan(request: HttpRequest) -> JsonResponse:
     slot_id = _id(body.get("slot_id"), "slot_id", optional=True)
     return JsonResponse(
         register_attendee(
-            barcode=barcode, event_id=event_id, slot_id=slot_id, actor=_actor(request)
+            barcode=barcode,
+            event_id=event_id,
+            slot_id=slot_id,
+            actor=_actor(request),
+            nonce=_nonce(body),
         )
     )
 
@@ -265,12 +291,24 @@ def api_scan(request: HttpRequest) -> JsonResponse:
     security=SESSION,
     body=json_body(ref("DeskConfirm")),
     responses={200: json_answer("The confirmation's answer.", ref("DeskAnswer"))},
-    errors=(*GUARD_ERRORS, "csrf_failed", "invalid_value", "not_found", *TRANSPORT_ERRORS),
+    errors=(
+        *GUARD_ERRORS,
+        "csrf_failed",
+        "invalid_value",
+        "not_found",
+        "nonce_reused",
+        *TRANSPORT_ERRORS,
+    ),
 )
 @desk_api(method="POST")
 def api_confirm(request: HttpRequest) -> JsonResponse:
-    registration_id = _id(_body(request).get("registration_id"), "registration_id")
-    return JsonResponse(confirm_attendance(registration_id=registration_id, actor=_actor(request)))
+    body = _body(request)
+    registration_id = _id(body.get("registration_id"), "registration_id")
+    return JsonResponse(
+        confirm_attendance(
+            registration_id=registration_id, actor=_actor(request), nonce=_nonce(body)
+        )
+    )
 
 
 @api.operation(

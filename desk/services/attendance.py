@@ -12,25 +12,38 @@ Invariants:
   get one `confirmed_registration` and one `already_registered`; an answer that writes nothing
   is decided on the committed rows read by the lookup, without a lock;
 - every scan, whatever its answer, writes one audit row with the desk actor, in the same
-  transaction; nothing else is written on a refusal.
+  transaction; nothing else is written on a refusal;
+- with a `nonce`, the answer is stored (ScanNonce, unique (user, nonce)) in the statement that
+  writes the scan's audit row (an admission: the transition's statement), so a retry, or a
+  concurrent duplicate waiting on that unique index, fails its whole write and answers the
+  stored first answer; a request refused before that (invalid_value, invalid_slot, not_found)
+  writes and stores nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import zoneinfo
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from typing import Any, NamedTuple
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from desk import selectors
+from desk.errors import NonceReused
+from desk.models import NONCE_MAX, ScanNonce
 from events import inputs
 from events import rules as core_rules
 from events.errors import Code, NotFound, ValidationFailed
 from events.models import ActorType, Event, Registration, RegistrationState
 from events.services import audit, registrations
 from events.services.audit import Actor
+from events.services.locking import violated_constraint
 
 BARCODE_MAX: int = Registration._meta.get_field("barcode").max_length or 0
 
@@ -85,12 +98,91 @@ def scanned_text(barcode: str) -> str:
     return barcode.replace("\x00", "")[:64].encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def check_nonce(value: Any) -> str:
+    """A client's nonce as it came: a string of 1–64 characters PostgreSQL can store, without
+    control characters (`events.inputs`); anything else is `invalid_value` naming `nonce`."""
+    if not isinstance(value, str) or not 1 <= len(value) <= NONCE_MAX:
+        raise ValidationFailed(
+            f"nonce must be a string of 1 to {NONCE_MAX} characters.",
+            code=Code.INVALID_VALUE,
+            field="nonce",
+        )
+    if not inputs.storable(value) or not inputs.control_free(value):
+        raise ValidationFailed(
+            "nonce must be one line of text without control characters.",
+            code=Code.INVALID_VALUE,
+            field="nonce",
+        )
+    return value
+
+
+class _Nonce(NamedTuple):
+    """A request's nonce: who sent it, the nonce, and the fingerprint of what it asked."""
+
+    user_id: int
+    nonce: str
+    fingerprint: str
+
+    def row(self, answer: dict[str, Any]) -> ScanNonce:
+        return ScanNonce(
+            user_id=self.user_id,
+            nonce=self.nonce,
+            fingerprint=self.fingerprint,
+            answer=json.dumps(answer),
+        )
+
+
+def _nonce(actor: Any, nonce: str | None, **request: Any) -> _Nonce | None:
+    if nonce is None:
+        return None
+    if not isinstance(actor, AbstractBaseUser):
+        raise TypeError("a nonce is kept per desk user: the actor must be the user")
+    text = json.dumps(request, sort_keys=True)  # ASCII: a lone surrogate is escaped
+    return _Nonce(actor.pk, check_nonce(nonce), hashlib.sha256(text.encode()).hexdigest())
+
+
+def _once(nonce: _Nonce | None, scan: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run the scan; when its write lost on the nonce's unique index (a retry, or a concurrent
+    duplicate that committed first), answer the stored first answer instead."""
+    if nonce is None:
+        return scan()
+    try:
+        with _rolled_back_alone():
+            return scan()
+    except IntegrityError as exc:
+        if violated_constraint(exc) != "desk_scan_nonce":
+            raise
+    stored = (
+        ScanNonce.objects.filter(user_id=nonce.user_id, nonce=nonce.nonce)
+        .values_list("fingerprint", "answer")
+        .first()
+    )
+    if stored is None:  # the winner's row is committed before this write can fail on it
+        raise RuntimeError("desk_scan_nonce violated but no row found")
+    if stored[0] != nonce.fingerprint:
+        raise NonceReused("This nonce was sent with another request.", field="nonce")
+    return json.loads(stored[1])
+
+
+@contextmanager
+def _rolled_back_alone() -> Iterator[None]:
+    """Outside a transaction the scan's write is its own (one statement, or the transition's
+    transaction); inside one (a caller's, a test's), a savepoint keeps the enclosing
+    transaction usable for the replay's read after the write failed."""
+    if connection.in_atomic_block:
+        with transaction.atomic():
+            yield
+    else:
+        yield
+
+
 def register_attendee(
     *,
     barcode: str,
     event_id: int | None = None,
     slot_id: int | None = None,
     actor: Any,
+    nonce: str | None = None,
     now=None,
 ) -> dict[str, Any]:
     """Scan `barcode` at the desk of `event_id` (None: any event), admitting for `slot_id`
@@ -99,9 +191,11 @@ def register_attendee(
 
     A `slot_id` that names no slot, or a slot of another event than `event_id`, is refused
     (`invalid_slot`) before anything is read or written; without `event_id`, the slot names
-    the desk's event."""
+    the desk's event. `nonce` (the desk user's, `check_nonce`): the same nonce again answers
+    the first answer and writes nothing; with another request, `nonce_reused`."""
     now = now or timezone.now()
     who = desk_actor(actor)
+    key = _nonce(actor, nonce, verb="scan", barcode=barcode, event_id=event_id, slot_id=slot_id)
     if slot_id is not None:
         slot_event = selectors.slot_event_id(slot_id=slot_id)
         if slot_event is None or event_id not in (None, slot_event):
@@ -111,33 +205,46 @@ def register_attendee(
                 field="slot_id",
             )
         event_id = slot_event
+    desk = _Desk(event_id, slot_id)
+    return _once(key, lambda: _scan(barcode, who, now=now, desk=desk, nonce=key))
+
+
+def _scan(barcode: str, who: Actor, *, now, desk: _Desk, nonce: _Nonce | None) -> dict[str, Any]:
     code = clean_barcode(barcode)
     found = selectors.scanned_registration(barcode=code) if code is not None else None
-    if found is None:
-        audit.record(  # one statement: its own transaction
-            actor=who,
-            verb="registration.scanned",
-            event=event_id,
-            # A trail of unknown codes tried at the door.
-            data={
-                "status": ScanStatus.INVALID_TICKET.value,
-                "barcode": scanned_text(barcode),
-                "desk_slot_id": slot_id,
-            },
+    if found is not None:
+        return _check_in(found, who, now=now, desk=desk, manual=False, nonce=nonce)
+    answer = {"status": ScanStatus.INVALID_TICKET.value}
+    # A trail of unknown codes tried at the door.
+    data = {
+        "status": answer["status"],
+        "barcode": scanned_text(barcode),
+        "desk_slot_id": desk.slot_id,
+    }
+    if nonce is None:
+        audit.record(actor=who, verb="registration.scanned", event=desk.event_id, data=data)
+    else:
+        scanned = audit.entry(
+            actor=who, verb="registration.scanned", event=desk.event_id, data=data
         )
-        return {"status": ScanStatus.INVALID_TICKET.value}
-    return _check_in(found, who, now=now, desk=_Desk(event_id, slot_id), manual=False)
+        audit.record_many([scanned], also=[nonce.row(answer)])  # one statement
+    return answer
 
 
-def confirm_attendance(*, registration_id: int, actor: Any, now=None) -> dict[str, Any]:
+def confirm_attendance(
+    *, registration_id: int, actor: Any, nonce: str | None = None, now=None
+) -> dict[str, Any]:
     """The manual confirmation after `need_manual_confirmation`: the same branches without the
-    other-event and other-slot check. An unknown id raises `NotFound`."""
+    other-event and other-slot check. An unknown id raises `NotFound`. `nonce`: as for
+    `register_attendee`."""
     now = now or timezone.now()
     who = desk_actor(actor)
+    key = _nonce(actor, nonce, verb="confirm", registration_id=registration_id)
     found = selectors.desk_registration(registration_id=registration_id)
     if found is None:
         raise NotFound(f"Registration {registration_id} does not exist.")
-    return _check_in(found, who, now=now, desk=_Desk(None, None), manual=True)
+    desk = _Desk(None, None)
+    return _once(key, lambda: _check_in(found, who, now=now, desk=desk, manual=True, nonce=key))
 
 
 class _Desk(NamedTuple):
@@ -156,22 +263,27 @@ class _NotAdmitted(Exception):
         self.status, self.event, self.reg = status, event, reg
 
 
-def _check_in(found: Registration, who: Actor, *, now, desk: _Desk, manual: bool) -> dict[str, Any]:
-    """Decide, write only on `confirmed_registration`, audit.
+def _check_in(
+    found: Registration, who: Actor, *, now, desk: _Desk, manual: bool, nonce: _Nonce | None
+) -> dict[str, Any]:
+    """Decide, write only on `confirmed_registration`, audit (and store the answer to a nonce).
 
     An answer that writes nothing is decided on the committed rows of the lookup (no lock: it
     is the last committed state) and writes its audit row alone (one statement). An admission
     is decided again on the rows `mark_attended` locks (Event, then Registration: the order of
-    every core verb, so no deadlock with a cancel), and the scan's audit row is written with the
-    transition's, in its transaction; when the locked rows answer otherwise, the transition
-    writes nothing and the scan's audit row records that answer.
+    every core verb, so no deadlock with a concurrent cancel), and the scan's audit row is written
+    with the transition's, in its transaction; when the locked rows answer otherwise, the transition
+    writes nothing and the scan's audit row records that answer. The answer to a nonce travels
+    in the statement of the scan's audit row.
     """
     verb = "registration.attendance_confirmed" if manual else "registration.scanned"
     event = found.event
     status = _status(found, event, now=now, desk=desk)
+    # Read before any write: the answer to a nonce is stored with the write.
+    answers = selectors.choice_answers(registration_id=found.pk)
     reg = found
     if status == ScanStatus.CONFIRMED_REGISTRATION:
-        locked: dict[str, Event] = {}
+        locked: dict[str, Any] = {}
 
         def recheck(event: Event, reg: Registration) -> None:
             # The stage was read by the lookup; re-read it only if it changed meanwhile.
@@ -180,22 +292,37 @@ def _check_in(found: Registration, who: Actor, *, now, desk: _Desk, manual: bool
             answer = _status(reg, event, now=now, desk=desk)
             if answer != ScanStatus.CONFIRMED_REGISTRATION:
                 raise _NotAdmitted(answer, event, reg)
-            locked["event"] = event
+
+        def admitted(event: Event, reg: Registration) -> list[ScanNonce]:
+            # On the changed rows: the answer, stored with the transition when there is a nonce.
+            locked["answer"] = _answer(status, found, reg, event, answers, now=now)
+            return [nonce.row(locked["answer"])] if nonce is not None else []
 
         scanned = _entry(who, verb, found, status, desk)
         try:
-            reg = registrations.mark_attended(
-                registration=found, actor=who, now=now, recheck=recheck, audit_also=[scanned]
+            registrations.mark_attended(
+                registration=found,
+                actor=who,
+                now=now,
+                recheck=recheck,
+                audit_also=[scanned],
+                rows_also=admitted,
             )
-            event = locked["event"]
+            return locked["answer"]
         except _NotAdmitted as refused:
             status, event, reg = refused.status, refused.event, refused.reg
-            audit.record_many([_entry(who, verb, reg, status, desk)])
-        if reg.slot_id == found.slot_id:
-            reg.slot = found.slot  # already read by the lookup; spare a query
-    else:
-        audit.record_many([_entry(who, verb, reg, status, desk)])
-    return {"status": status.value, **summary(reg, event, now=now)}
+    answer = _answer(status, found, reg, event, answers, now=now)
+    also = [nonce.row(answer)] if nonce is not None else []
+    audit.record_many([_entry(who, verb, reg, status, desk)], also=also)
+    return answer
+
+
+def _answer(
+    status: ScanStatus, found: Registration, reg: Registration, event: Event, answers, *, now
+) -> dict[str, Any]:
+    if reg is not found and reg.slot_id == found.slot_id:
+        reg.slot = found.slot  # already read by the lookup; spare a query
+    return {"status": status.value, **summary(reg, event, now=now, answers=answers)}
 
 
 def _entry(who: Actor, verb: str, reg: Registration, status: ScanStatus, desk: _Desk):
@@ -217,9 +344,13 @@ def _status(reg: Registration, event: Event, *, now, desk: _Desk) -> ScanStatus:
     )
 
 
-def summary(reg: Registration, event: Event, *, now) -> dict[str, Any]:
+def summary(
+    reg: Registration, event: Event, *, now, answers: list[str] | None = None
+) -> dict[str, Any]:
     """The pinned summary of §5.1 (Odoo's `_get_registration_summary`, with the sale fields),
-    plus `is_paid`."""
+    plus `is_paid`; `answers`: its choice answers when already read."""
+    if answers is None:
+        answers = selectors.choice_answers(registration_id=reg.pk)
     closed = reg.date_closed
     tz = zoneinfo.ZoneInfo(event.date_tz or "UTC")
     return {
@@ -231,7 +362,7 @@ def summary(reg: Registration, event: Event, *, now) -> dict[str, Any]:
         "ticket_name": reg.ticket.name if reg.ticket is not None else None,
         "slot_name": str(reg.slot) if reg.slot is not None else None,
         "company_name": reg.company_name,
-        "registration_answers": selectors.choice_answers(registration_id=reg.pk),
+        "registration_answers": answers,
         "sale_status": reg.sale_status,
         "is_paid": reg.is_paid,
         "has_to_pay": core_rules.has_to_pay(reg),

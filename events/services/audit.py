@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import models, transaction
 
 from events import hooks
 from events.db import rows as sql_rows
@@ -75,13 +76,18 @@ def _tell_after_commit(verbs: frozenset[str]) -> None:
         transaction.on_commit(lambda: hooks.run(hooks.audit_written, verbs))
 
 
-def record_many(rows: list[EventAuditLog]) -> None:
+def record_many(rows: list[EventAuditLog], *, also: Sequence[models.Model] = ()) -> None:
     """One INSERT of every row, as a fixed statement per row count (rows.insert_statement on a
     server-binding cursor: psycopg prepares it, and the ORM does not compile it on every
     call). The rows keep pk None: nothing reads an audit row's id back. Not in pipeline mode
     (no verb writes its audit rows there this way: the booking's are inserted by
-    `events_book`, the transitions' travel in their write statement, `rows.combined`)."""
+    `events_book`, the transitions' travel in their write statement, `rows.combined`).
+    `also`: the caller's own rows (of one model: the desk's first answer to a nonce), inserted
+    in the same statement, so a violation of their constraints writes no audit row either."""
     if not rows:
         return
-    sql_rows.fetch(*sql_rows.insert_statement(rows))
+    statements = [sql_rows.insert_statement(rows)]
+    if also:
+        statements.insert(0, sql_rows.insert_statement(list(also)))
+    sql_rows.fetch(*sql_rows.combined(statements))
     _tell_after_commit(frozenset(row.verb for row in rows))

@@ -100,11 +100,11 @@ def test_staff_without_the_desk_permission_gets_403(client, group):
 def test_the_desk_permission_is_django_s_has_perm_read_once_per_user(
     grant, django_assert_num_queries
 ):
-    """desk.views.can_use_desk answers `is_active and is_staff and has_perm(PERMISSION)` through
-    Django's model backend, for every way a permission can be held or not. Django reads the
-    permissions of the user and of its groups (two queries) once per user object: a request
-    reads its user anew, so one request pays them once however often it asks; an inactive user
-    or a superuser costs none."""
+    """desk.views.can_use_desk answers what `is_active and is_staff and has_perm(PERMISSION)`
+    answers through Django's model backend, for every way a permission can be held or not. It
+    reads the grants of the user and of its groups in one query (Django's backend: two) once
+    per user object: a request reads its user anew, so one request pays it once however often
+    it asks; an inactive user or a superuser costs none."""
     from django.contrib.auth.models import Permission
 
     from desk.views import PERMISSION, can_use_desk
@@ -123,7 +123,7 @@ def test_the_desk_permission_is_django_s_has_perm_read_once_per_user(
         user.user_permissions.add(Permission.objects.get(codename="view_registration"))
     fresh = type(user).objects.get(pk=user.pk)  # no permission cache from the set-up
     asked = type(user).objects.get(pk=user.pk)
-    with django_assert_num_queries(0 if grant in ("superuser", "inactive") else 2):
+    with django_assert_num_queries(0 if grant in ("superuser", "inactive") else 1):
         answer = can_use_desk(asked)
     with django_assert_num_queries(0):
         assert can_use_desk(asked) == answer  # the same user object: Django's cache

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, connection, models, transaction
 from django.utils import timezone
 
 from events import hooks
@@ -47,11 +47,15 @@ def _transition(
     cancel_source="",
     recheck: Callable[[Event, Registration], None] | None = None,
     audit_also: Sequence[EventAuditLog] = (),
+    rows_also: Callable[[Event, Registration], Sequence[models.Model]] | None = None,
 ) -> Registration:
     """`recheck(event, registration)` runs first on the locked rows: the caller's own gates on
     what may have changed since it decided to call (the desk's scan answer); it refuses by
     raising, and nothing is written. `audit_also`: the caller's own audit rows, written with
-    the transition's in the same statement and transaction."""
+    the transition's in the same statement and transaction. `rows_also(event, registration)`
+    runs on the changed rows and answers the caller's own rows (of one model: the desk's first
+    answer to a nonce), inserted in that statement too: a violation of their constraints
+    fails the whole transition."""
     now = now or timezone.now()
     with transaction.atomic():
         # With the locks, what the transition's followers need: the after_sub schedulers of a
@@ -93,6 +97,7 @@ def _transition(
             ),
             *audit_also,
         ]
+        also = rows_also(event, reg) if rows_also is not None else ()
         if reg.active and source in (S.OPEN, S.DONE) and to in (S.CANCEL, S.DRAFT):
             # A seat is free: nudge the waiting list after commit.
             waitlist_nudge.seats_freed(event, someone_waits=reads.someone_waits)
@@ -125,7 +130,7 @@ def _transition(
                     ledger = seats.send_apply(event=event, holds=[hold], guarded=True)
                 if ledger is not None and ledger.cursor is not None:
                     cursors.append(ledger.cursor)  # closed by check() / result(), or below
-                cursors.append(_send_transition(reg, audit_rows))
+                cursors.append(_send_transition(reg, audit_rows, also))
                 if opening:
                     scheduler.registrations_opened(
                         event=event, registrations=[reg], now=now, schedulers=reads.after_sub
@@ -164,18 +169,22 @@ def _transition_sql() -> str:
     SELECT events_rows_guard((SELECT count(*) FROM updated), 1, 'registration')"""  # noqa: S608
 
 
-def _send_transition(reg: Registration, audit_rows: Sequence[EventAuditLog]):
+def _send_transition(
+    reg: Registration, audit_rows: Sequence[EventAuditLog], also: Sequence[models.Model] = ()
+):
     """Send what a transition may change (state, cancel_source, confirmed_at, date_closed and
     updated_at), all five whatever changed, with its audit rows, as one statement: fixed,
     prepared by psycopg, where `save(update_fields=…)` compiled an UPDATE per combination on
     every call. The row is locked, so writing back an unchanged column's value loses nothing.
-    The statement checks itself that it updated the row (`_transition_sql`). Returns its
-    cursor, open: it answers one row, the check's 0."""
+    The statement checks itself that it updated the row (`_transition_sql`). `also`: the
+    caller's rows (`rows_also`), one more INSERT in it. Returns its cursor, open: it answers
+    one row, the check's 0."""
     reg.updated_at = timezone.now()
     values = [reg.state, reg.cancel_source, reg.confirmed_at, reg.date_closed, reg.updated_at]
     return sql_rows.send(
         [
             sql_rows.insert_statement(list(audit_rows)),
+            *([sql_rows.insert_statement(list(also))] if also else []),
             (_transition_sql(), [*values, reg.pk]),
         ]
     )
@@ -216,8 +225,10 @@ def mark_attended(
     now=None,
     recheck: Callable[[Event, Registration], None] | None = None,
     audit_also: Sequence[EventAuditLog] = (),
+    rows_also: Callable[[Event, Registration], Sequence[models.Model]] | None = None,
 ) -> Registration:
-    """`recheck` and `audit_also`: see `_transition` (the desk admits through them)."""
+    """`recheck`, `audit_also` and `rows_also`: see `_transition` (the desk admits through
+    them)."""
     return _transition(
         registration,
         S.DONE,
@@ -226,6 +237,7 @@ def mark_attended(
         now=now,
         recheck=recheck,
         audit_also=audit_also,
+        rows_also=rows_also,
     )
 
 

@@ -38,6 +38,7 @@ from leads.models import LeadProvenance, LeadProvenanceRegistration, LeadRequest
 from seams.models import SeamInbox, SeamOrder, WebhookDelivery, WebhookEndpoint
 from sms.models import SmsOutbox
 from tests.booths import factories as booth_factories
+from tests.desk import factories as desk_factories
 from tests.events import factories
 from tests.leads import factories as lead_factories
 from tests.seams import factories as seam_factories
@@ -458,6 +459,7 @@ TESTED = {
     "mail_registration_unique",
     "mail_slot_unique",
     "intake_idempotency_key",
+    "desk_scan_nonce",
     "booth_category_price",
     "one_confirmed_booking_per_booth",
     "lead_provenance_group",
@@ -476,6 +478,13 @@ TESTED = {
     "webhook_delivery_state_valid",
     "webhook_delivered_has_time",
 }
+
+
+def test_desk_scan_nonce_unique_per_user():
+    first = desk_factories.ScanNonceFactory(nonce="n")
+    desk_factories.ScanNonceFactory(nonce="n")  # another user: fine
+    with refused_by("desk_scan_nonce"):
+        desk_factories.ScanNonceFactory(nonce="n", user=first.user)
 
 
 def test_every_declared_constraint_has_a_test_here_and_exists_in_postgresql():
