@@ -12,7 +12,11 @@ Invariants:
   get one `confirmed_registration` and one `already_registered`; an answer that writes nothing
   is decided on the committed rows read by the lookup, without a lock;
 - every scan, whatever its answer, writes one audit row with the desk actor, in the same
-  transaction; nothing else is written on a refusal.
+  transaction; nothing else is written on a refusal, except a conflict row (`desk.offline`)
+  when a door admitted the ticket offline and the server answers otherwise — written with the
+  scan's audit row, once per scan.
+- a replayed offline scan is decided at its real time (`Replay.scanned_at`): the rules' "now",
+  and the attendance's `date_closed`.
 """
 
 from __future__ import annotations
@@ -22,9 +26,12 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
 from django.utils import timezone
 
 from desk import selectors
+from desk.services import offline
+from desk.services.offline import Replay
 from events import inputs
 from events import rules as core_rules
 from events.errors import Code, NotFound, ValidationFailed
@@ -92,15 +99,20 @@ def register_attendee(
     slot_id: int | None = None,
     actor: Any,
     now=None,
+    replay: Replay | None = None,
 ) -> dict[str, Any]:
     """Scan `barcode` at the desk of `event_id` (None: any event), admitting for `slot_id`
     (None: any slot), and answer `status` plus the registration summary (none for
     `invalid_ticket`).
 
+    `replay`: the scan was made earlier, offline or not, and is sent now (its real time, what
+    the door showed, the list it decided from); an offline admission the server does not
+    confirm is recorded as a conflict and answered with `offline_conflict: true`.
+
     A `slot_id` that names no slot, or a slot of another event than `event_id`, is refused
     (`invalid_slot`) before anything is read or written; without `event_id`, the slot names
     the desk's event."""
-    now = now or timezone.now()
+    now = (replay.scanned_at if replay is not None else None) or now or timezone.now()
     who = desk_actor(actor)
     if slot_id is not None:
         slot_event = selectors.slot_event_id(slot_id=slot_id)
@@ -123,10 +135,12 @@ def register_attendee(
                 "status": ScanStatus.INVALID_TICKET.value,
                 "barcode": scanned_text(barcode),
                 "desk_slot_id": slot_id,
+                **offline.audit_data(replay),
             },
         )
         return {"status": ScanStatus.INVALID_TICKET.value}
-    return _check_in(found, who, now=now, desk=_Desk(event_id, slot_id), manual=False)
+    desk = _Desk(event_id, slot_id, replay)
+    return _check_in(found, who, now=now, desk=desk, manual=False)
 
 
 def confirm_attendance(*, registration_id: int, actor: Any, now=None) -> dict[str, Any]:
@@ -145,6 +159,7 @@ class _Desk(NamedTuple):
 
     event_id: int | None
     slot_id: int | None
+    replay: Replay | None = None
 
 
 class _NotAdmitted(Exception):
@@ -190,12 +205,30 @@ def _check_in(found: Registration, who: Actor, *, now, desk: _Desk, manual: bool
             event = locked["event"]
         except _NotAdmitted as refused:
             status, event, reg = refused.status, refused.event, refused.reg
-            audit.record_many([_entry(who, verb, reg, status, desk)])
+            conflict = _refused(who, verb, reg, status, desk)
+        else:
+            conflict = False
         if reg.slot_id == found.slot_id:
             reg.slot = found.slot  # already read by the lookup; spare a query
     else:
-        audit.record_many([_entry(who, verb, reg, status, desk)])
-    return {"status": status.value, **summary(reg, event, now=now)}
+        conflict = _refused(who, verb, reg, status, desk)
+    answer = {"status": status.value, **summary(reg, event, now=now)}
+    if conflict:
+        answer["offline_conflict"] = True
+    return answer
+
+
+def _refused(who: Actor, verb: str, reg: Registration, status: ScanStatus, desk: _Desk) -> bool:
+    """Audit an answer that wrote nothing; with it, in its transaction, the conflict when the
+    door had admitted this ticket offline. True when the scan is such a conflict."""
+    row = _entry(who, verb, reg, status, desk)
+    if not offline.is_conflict(desk.replay, status.value):
+        audit.record_many([row])
+        return False
+    with transaction.atomic():
+        audit.record_many([row])
+        offline.record_conflict(registration=reg, replay=desk.replay, status=status.value, who=who)
+    return True
 
 
 def _entry(who: Actor, verb: str, reg: Registration, status: ScanStatus, desk: _Desk):
@@ -204,7 +237,12 @@ def _entry(who: Actor, verb: str, reg: Registration, status: ScanStatus, desk: _
         verb=verb,
         event=reg.event_id,
         registration=reg,
-        data={"status": status.value, "desk_event_id": desk.event_id, "desk_slot_id": desk.slot_id},
+        data={
+            "status": status.value,
+            "desk_event_id": desk.event_id,
+            "desk_slot_id": desk.slot_id,
+            **offline.audit_data(desk.replay),
+        },
     )
 
 

@@ -58,7 +58,8 @@ MIN_CASES = 50
 BEYOND_THE_SCHEMA = {
     "registerAttendees": "the event's tickets, slots, questions and per-order limit",
     "joinWaitingList": "the event's tickets and slots",
-    "deskScan": "the slots of the desk's event",
+    "deskScan": "the slots of the desk's event; a scan's time within the last day, the "
+    "snapshot's signature",
     "deskCounters": "the slots of the event",
     "receiveSaleMessage": "attendees at most `quantity`, line refs unique in an order",
 }
@@ -73,6 +74,7 @@ DEEP = {
     "POST /desk/api/scan": 200,
     "POST /desk/api/confirm": 200,
     "GET /desk/api/events/{event_id}/counters": 200,
+    "GET /desk/api/events/{event_id}/snapshot": 200,
     "GET /api/v1/catalog/linked-products": 200,
     "GET /api/v1/catalog/booths": 200,
     "POST /seams/v1/sale": 200,
