@@ -192,6 +192,28 @@ def _page_texts() -> dict[str, str]:
         "paid": gettext("Paid"),
         "payment": gettext("Payment"),
         "other_slot": gettext("Ticket for another slot — check before admitting"),
+        # Offline mode: %(…)s are filled in by the script.
+        "offline_badge": gettext("Offline"),
+        "offline_decided": gettext(
+            "Decided offline from the door list of %(time)s. It will be sent when the "
+            "network is back."
+        ),
+        "offline_manual": gettext("Offline: confirm a ticket by hand once the network is back."),
+        "net_online": gettext("Online"),
+        "net_offline": gettext("Offline — scans are decided from the door list"),
+        "net_sending": gettext("Back online — sending the waiting scans…"),
+        "list_fresh": gettext("Door list updated just now"),
+        "list_age": gettext("Door list %(minutes)s min old"),
+        "list_none": gettext("No door list yet: without the network a scan cannot be decided"),
+        "queued": gettext("Waiting to send"),
+        "conflicts": gettext("Admitted twice — reported to the organisers"),
+        "conflict": gettext(
+            "%(name)s was admitted offline here, but the server had already recorded: "
+            "%(status)s. Reported to the organisers."
+        ),
+        "replay_refused": gettext(
+            "A waiting scan (%(barcode)s) was refused by the server: %(why)s"
+        ),
     }
 
 
