@@ -73,7 +73,7 @@ def snapshot_time(*, signature: str, event_id: int | None) -> datetime | None:
     """When the snapshot signed by `signature` was made, or None when the signature is not
     ours, is too old, or names another event than `event_id`."""
     try:
-        payload = signing.loads(signature, salt=SALT, max_age=SIGNATURE_MAX_AGE.total_seconds())
+        payload = signing.loads(signature, salt=SALT, max_age=SIGNATURE_MAX_AGE)
     except signing.BadSignature:
         return None
     if not isinstance(payload, dict) or event_id is None or payload.get("e") != event_id:
