@@ -36,6 +36,7 @@ class OfflineConflict(models.Model):
     class Meta:
         ordering = ("-created_at", "-id")
         verbose_name = "offline conflict"
+        verbose_name_plural = "offline conflicts"
         constraints = [
             models.UniqueConstraint(
                 fields=("registration", "offline_actor_id", "offline_scanned_at"),

@@ -31,6 +31,7 @@ class Migration(migrations.Migration):
             ],
             options={
                 'verbose_name': 'offline conflict',
+                'verbose_name_plural': 'offline conflicts',
                 'ordering': ('-created_at', '-id'),
                 'constraints': [models.UniqueConstraint(fields=('registration', 'offline_actor_id', 'offline_scanned_at'), name='desk_conflict_once_per_scan')],
             },

@@ -14,6 +14,7 @@ from django.core.management import call_command
 from events.models import Event, Registration
 from events.services import seats
 from tests.booths import factories as booth_factories
+from tests.desk import factories as desk_factories
 from tests.events import factories
 from tests.leads import factories as lead_factories
 from tests.seams import factories as seam_factories
@@ -24,7 +25,14 @@ pytestmark = pytest.mark.django_db
 FACTORIES = sorted(
     (
         obj
-        for module in (factories, booth_factories, lead_factories, seam_factories, sms_factories)
+        for module in (
+            factories,
+            booth_factories,
+            lead_factories,
+            seam_factories,
+            sms_factories,
+            desk_factories,
+        )
         for obj in vars(module).values()
         if inspect.isclass(obj)
         and obj.__module__ == module.__name__
