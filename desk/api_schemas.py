@@ -49,6 +49,29 @@ register_schema(
             "event_id": nullable(ref("Id")),
             "slot_id": nullable(ref("Id")),
             "nonce": ref("DeskNonce"),
+            "scanned_at": {
+                "type": "string",
+                "format": "date-time",
+                "description": "A scan sent after it was made (a door's queue): when it was "
+                "made, with its offset; within the last 24 hours, not in the future "
+                "(`invalid_value`). The scan is decided at that time.",
+            },
+            "offline": {
+                "type": "boolean",
+                "description": "The door decided this scan offline, from `snapshot`; needs "
+                "`scanned_at`, `offline_status` and `snapshot`.",
+            },
+            "offline_status": {
+                "enum": [s.value for s in ScanStatus],
+                "description": "What the door showed offline. An offline "
+                "`confirmed_registration` the server does not confirm is recorded as a "
+                "conflict (`offline_conflict` in the answer).",
+            },
+            "snapshot": {
+                "type": "string",
+                "description": "The `signature` of the desk's snapshot the door decided from "
+                "(`deskSnapshot`), for the desk's event (`invalid_value` otherwise).",
+            },
         },
     },
 )
@@ -82,6 +105,11 @@ register_schema(
             "has_to_pay": {"type": "boolean"},
             "date_closed": nullable({"type": "string", "format": "date-time"}),
             "is_date_closed_today": {"type": "boolean"},
+            "offline_conflict": {
+                "const": True,
+                "description": "Present on a replayed offline admission the server did not "
+                "confirm: a conflict is recorded for staff.",
+            },
         },
     },
 )
@@ -95,6 +123,68 @@ register_schema(
             "slot_id": ref("Id"),
             "attended": {"type": "integer", "minimum": 0},
             "expected": {"type": "integer", "minimum": 0},
+        },
+    },
+)
+register_schema(
+    "DeskSnapshot",
+    {
+        "type": "object",
+        "description": "What a door needs to decide while offline. Barcodes are not listed: "
+        "each registration is keyed by the hex HMAC-SHA256 of its barcode under `barcode_key` "
+        "(this snapshot's own random key, hex).",
+        "required": ["event", "generated_at", "barcode_key", "registrations", "signature"],
+        "additionalProperties": False,
+        "properties": {
+            "event": {
+                "type": "object",
+                "required": ["id", "name", "closed", "date_end"],
+                "additionalProperties": False,
+                "properties": {
+                    "id": ref("Id"),
+                    "name": {"type": "string"},
+                    "closed": {
+                        "type": "boolean",
+                        "description": "Closed when generated (cancelled, over or ended).",
+                    },
+                    "date_end": {"type": "string", "format": "date-time"},
+                },
+            },
+            "generated_at": {"type": "string", "format": "date-time"},
+            "barcode_key": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            "registrations": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": [
+                        "key",
+                        "id",
+                        "state",
+                        "name",
+                        "ticket_name",
+                        "slot_id",
+                        "slot_name",
+                        "has_to_pay",
+                        "date_closed",
+                    ],
+                    "additionalProperties": False,
+                    "properties": {
+                        "key": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                        "id": ref("Id"),
+                        "state": {"enum": ["draft", "open", "done", "cancel"]},
+                        "name": {"type": "string"},
+                        "ticket_name": nullable({"type": "string"}),
+                        "slot_id": nullable(ref("Id")),
+                        "slot_name": nullable({"type": "string"}),
+                        "has_to_pay": {"type": "boolean"},
+                        "date_closed": nullable({"type": "string", "format": "date-time"}),
+                    },
+                },
+            },
+            "signature": {
+                "type": "string",
+                "description": "Sent back as `snapshot` with the scans decided from it.",
+            },
         },
     },
 )

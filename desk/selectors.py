@@ -173,6 +173,29 @@ def counters(*, event: Event, slot_id: int | None = None) -> dict[str, int]:
     return {"attended": summary.used, "expected": summary.reserved + summary.used}
 
 
+def snapshot_registrations(*, event: Event) -> list[Registration]:
+    """Every registration of the event, whatever its state, with only what the door's offline
+    decision and answer need (the ticket's name, the slot's label): one query."""
+    return list(
+        Registration.objects.filter(event=event)
+        .select_related("ticket", "slot")
+        .only(
+            "barcode",
+            "state",
+            "name",
+            "sale_status",
+            "is_paid",
+            "date_closed",
+            "event_id",
+            "ticket__name",
+            "slot__date",
+            "slot__start_hour",
+            "slot__end_hour",
+        )
+        .order_by("pk")
+    )
+
+
 def desk_event(*, event_id: int) -> Event | None:
     return Event.objects.select_related("stage").filter(pk=event_id, active=True).first()
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from functools import wraps
 from typing import Any
 
@@ -33,8 +34,9 @@ from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
 import desk.api_schemas  # noqa: F401 - the component schemas the operations below name
 from desk import selectors
 from desk.errors import CsrfFailed, Forbidden, MethodNotAllowed
-from desk.services import confirm_attendance, register_attendee
+from desk.services import ScanStatus, confirm_attendance, offline, register_attendee
 from desk.services.attendance import check_nonce
+from desk.services.offline import Replay
 from events import inputs
 from events import rules as core_rules
 from events.api_schemas import ID_TEXT
@@ -205,6 +207,28 @@ def _page_texts() -> dict[str, str]:
         "paid": gettext("Paid"),
         "payment": gettext("Payment"),
         "other_slot": gettext("Ticket for another slot — check before admitting"),
+        # Offline mode: %(…)s are filled in by the script.
+        "offline_badge": gettext("Offline"),
+        "offline_decided": gettext(
+            "Decided offline from the door list of %(time)s. It will be sent when the "
+            "network is back."
+        ),
+        "offline_manual": gettext("Offline: confirm a ticket by hand once the network is back."),
+        "net_online": gettext("Online"),
+        "net_offline": gettext("Offline — scans are decided from the door list"),
+        "net_sending": gettext("Back online — sending the waiting scans…"),
+        "list_fresh": gettext("Door list updated just now"),
+        "list_age": gettext("Door list %(minutes)s min old"),
+        "list_none": gettext("No door list yet: without the network a scan cannot be decided"),
+        "queued": gettext("Waiting to send"),
+        "conflicts": gettext("Admitted twice — reported to the organisers"),
+        "conflict": gettext(
+            "%(name)s was admitted offline here, but the server had already recorded: "
+            "%(status)s. Reported to the organisers."
+        ),
+        "replay_refused": gettext(
+            "A waiting scan (%(barcode)s) was refused by the server: %(why)s"
+        ),
     }
 
 
@@ -272,6 +296,7 @@ def api_scan(request: HttpRequest) -> JsonResponse:
         raise ValidationFailed("barcode must be a string.", code="invalid_value")
     event_id = _id(body.get("event_id"), "event_id", optional=True)
     slot_id = _id(body.get("slot_id"), "slot_id", optional=True)
+    replay = _replay(body, event_id=event_id, now=timezone.now())
     return JsonResponse(
         register_attendee(
             barcode=barcode,
@@ -279,8 +304,66 @@ def api_scan(request: HttpRequest) -> JsonResponse:
             slot_id=slot_id,
             actor=_actor(request),
             nonce=_nonce(body),
+            replay=replay,
         )
     )
+
+
+def _replay(body: dict[str, Any], *, event_id: int | None, now) -> Replay | None:
+    """The fields of a scan sent after it was made (a door's queue): `scanned_at` (ISO 8601
+    with its offset, not in the future beyond offline.SCAN_MAX_SKEW, not older than
+    offline.SCAN_MAX_AGE), `offline` (boolean; true needs `scanned_at` and the `snapshot` the
+    door decided from, signed by this server for this event) and `offline_status` (what the
+    door showed). None for a scan sent as it is made. A `nonce` is not read here."""
+    raw_at, is_offline = body.get("scanned_at"), body.get("offline")
+    shown, signature = body.get("offline_status"), body.get("snapshot")
+    if is_offline is not None and not isinstance(is_offline, bool):
+        raise ValidationFailed("offline must be a boolean.", code="invalid_value")
+    if raw_at is None:
+        if is_offline or shown is not None or signature is not None:
+            raise ValidationFailed("An offline scan needs its scanned_at.", code="invalid_value")
+        return None
+    scanned_at = _aware_time(raw_at)
+    if scanned_at is None:
+        raise ValidationFailed(
+            "scanned_at must be an ISO 8601 time with its offset.", code="invalid_value"
+        )
+    if scanned_at > now + offline.SCAN_MAX_SKEW or scanned_at < now - offline.SCAN_MAX_AGE:
+        raise ValidationFailed(
+            "scanned_at must be within the last 24 hours, not in the future.",
+            code="invalid_value",
+        )
+    if not is_offline:
+        if shown is not None or signature is not None:
+            raise ValidationFailed(
+                "offline_status and snapshot go with offline: true.", code="invalid_value"
+            )
+        return Replay(scanned_at=scanned_at)
+    if shown not in {s.value for s in ScanStatus}:
+        raise ValidationFailed("offline_status must name a scan answer.", code="invalid_value")
+    snapshot_at = (
+        offline.snapshot_time(signature=signature, event_id=event_id)
+        if isinstance(signature, str)
+        else None
+    )
+    if snapshot_at is None:
+        raise ValidationFailed(
+            "snapshot must be the signature of this event's desk list, as served.",
+            code="invalid_value",
+        )
+    return Replay(
+        scanned_at=scanned_at, offline=True, offline_status=shown, snapshot_at=snapshot_at
+    )
+
+
+def _aware_time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None and parsed.utcoffset() is not None else None
 
 
 @api.operation(
@@ -347,6 +430,26 @@ def api_counters(request: HttpRequest, event_id: int) -> JsonResponse:
     if slot_id is not None:
         body["slot_id"] = slot_id
     return JsonResponse({**body, **selectors.counters(event=event, slot_id=slot_id)})
+
+
+@api.operation(
+    "get",
+    operation_id="deskSnapshot",
+    summary="The event's signed desk list, for deciding at the door while offline",
+    tags=["Desk"],
+    security=SESSION,
+    path_parameters={"event_id": "An active event."},
+    responses={200: json_answer("The snapshot (never cached).", ref("DeskSnapshot"))},
+    errors=(*GUARD_ERRORS, "not_found"),
+)
+@desk_api(method="GET")
+def api_snapshot(request: HttpRequest, event_id: int) -> JsonResponse:
+    """Every registration of the event, keyed by a hash of its barcode, with what the door
+    shows; the event's closing facts; the time and the signature (desk.services.offline)."""
+    event = selectors.desk_event(event_id=event_id)
+    if event is None:
+        raise NotFound(f"Event {event_id} does not exist.")
+    return JsonResponse(offline.snapshot(event=event, now=timezone.now()))
 
 
 @csrf_exempt  # nothing to protect: it answers 404 to every method, signed in or not

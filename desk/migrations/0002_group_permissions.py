@@ -1,12 +1,13 @@
-"""Grant the staff groups their permissions on this overlay's models (spec.md §9)."""
+"""Grant the Event manager its permissions on the desk's first model, the stored nonce answers
+(spec.md §9); 0004 grants the offline conflicts once they exist (reference_data names them)."""
 
 from django.db import migrations
 
-from desk.reference_data import grant_permissions
+from events.reference_data import grant
 
 
 def forwards(apps, schema_editor):
-    grant_permissions(apps)
+    grant(apps, app_label="desk")
 
 
 class Migration(migrations.Migration):

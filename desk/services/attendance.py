@@ -12,7 +12,11 @@ Invariants:
   get one `confirmed_registration` and one `already_registered`; an answer that writes nothing
   is decided on the committed rows read by the lookup, without a lock;
 - every scan, whatever its answer, writes one audit row with the desk actor, in the same
-  transaction; nothing else is written on a refusal;
+  transaction; nothing else is written on a refusal, except a conflict row (`desk.offline`)
+  when a door admitted the ticket offline and the server answers otherwise — written with the
+  scan's audit row, once per scan;
+- a replayed offline scan is decided at its real time (`Replay.scanned_at`): the rules' "now",
+  and the attendance's `date_closed`;
 - with a `nonce`, the answer is stored (ScanNonce, unique (user, nonce)) in the statement that
   writes the scan's audit row (an admission: the transition's statement), so a retry, or a
   concurrent duplicate waiting on that unique index, fails its whole write and answers the
@@ -37,6 +41,8 @@ from django.utils import timezone
 from desk import selectors
 from desk.errors import NonceReused
 from desk.models import NONCE_MAX, ScanNonce
+from desk.services import offline
+from desk.services.offline import Replay
 from events import inputs
 from events import rules as core_rules
 from events.errors import Code, NotFound, ValidationFailed
@@ -184,16 +190,23 @@ def register_attendee(
     actor: Any,
     nonce: str | None = None,
     now=None,
+    replay: Replay | None = None,
 ) -> dict[str, Any]:
     """Scan `barcode` at the desk of `event_id` (None: any event), admitting for `slot_id`
     (None: any slot), and answer `status` plus the registration summary (none for
     `invalid_ticket`).
 
+    `replay`: the scan was made earlier, offline or not, and is sent now (its real time, what
+    the door showed, the list it decided from); an offline admission the server does not
+    confirm is recorded as a conflict and answered with `offline_conflict: true`. The nonce's
+    fingerprint leaves the replay out: a scan whose online attempt did reach the server, sent
+    again from the door's queue with its nonce, answers what the server answered then.
+
     A `slot_id` that names no slot, or a slot of another event than `event_id`, is refused
     (`invalid_slot`) before anything is read or written; without `event_id`, the slot names
     the desk's event. `nonce` (the desk user's, `check_nonce`): the same nonce again answers
     the first answer and writes nothing; with another request, `nonce_reused`."""
-    now = now or timezone.now()
+    now = (replay.scanned_at if replay is not None else None) or now or timezone.now()
     who = desk_actor(actor)
     key = _nonce(actor, nonce, verb="scan", barcode=barcode, event_id=event_id, slot_id=slot_id)
     if slot_id is not None:
@@ -205,7 +218,7 @@ def register_attendee(
                 field="slot_id",
             )
         event_id = slot_event
-    desk = _Desk(event_id, slot_id)
+    desk = _Desk(event_id, slot_id, replay)
     return _once(key, lambda: _scan(barcode, who, now=now, desk=desk, nonce=key))
 
 
@@ -220,6 +233,7 @@ def _scan(barcode: str, who: Actor, *, now, desk: _Desk, nonce: _Nonce | None) -
         "status": answer["status"],
         "barcode": scanned_text(barcode),
         "desk_slot_id": desk.slot_id,
+        **offline.audit_data(desk.replay),
     }
     if nonce is None:
         audit.record(actor=who, verb="registration.scanned", event=desk.event_id, data=data)
@@ -252,6 +266,7 @@ class _Desk(NamedTuple):
 
     event_id: int | None
     slot_id: int | None
+    replay: Replay | None = None
 
 
 class _NotAdmitted(Exception):
@@ -311,9 +326,19 @@ def _check_in(
             return locked["answer"]
         except _NotAdmitted as refused:
             status, event, reg = refused.status, refused.event, refused.reg
+    conflict = offline.is_conflict(desk.replay, status.value)
     answer = _answer(status, found, reg, event, answers, now=now)
+    if conflict:
+        answer["offline_conflict"] = True
     also = [nonce.row(answer)] if nonce is not None else []
-    audit.record_many([_entry(who, verb, reg, status, desk)], also=also)
+    row = _entry(who, verb, reg, status, desk)
+    if not conflict:
+        audit.record_many([row], also=also)
+        return answer
+    # The door had admitted this ticket offline: the conflict is written with the audit row.
+    with transaction.atomic():
+        audit.record_many([row], also=also)
+        offline.record_conflict(registration=reg, replay=desk.replay, status=status.value, who=who)
     return answer
 
 
@@ -331,7 +356,12 @@ def _entry(who: Actor, verb: str, reg: Registration, status: ScanStatus, desk: _
         verb=verb,
         event=reg.event_id,
         registration=reg,
-        data={"status": status.value, "desk_event_id": desk.event_id, "desk_slot_id": desk.slot_id},
+        data={
+            "status": status.value,
+            "desk_event_id": desk.event_id,
+            "desk_slot_id": desk.slot_id,
+            **offline.audit_data(desk.replay),
+        },
     )
 
 

@@ -4,7 +4,8 @@ Log in as a desk user, open the scanner page, type a barcode and Enter (as a key
 scanner does): the green "checked in" answer with its "To pay" badge for a ticket not paid yet
 and the counter going up; the same ticket again: "already registered", still to pay; a
 cancelled ticket: the refusal; a ticket of another event: the manual confirmation; the server's
-answer cut off: "not recorded". On a multi-slot event: the slot chosen on the page, its own
+answer cut off with no door list to decide from: "not recorded" (the offline mode, with a
+list: test_desk_offline_browser.py). On a multi-slot event: the slot chosen on the page, its own
 counters, a ticket of another slot asked about. Screenshots go to
 test-output/screenshots/desk-*.png.
 """
@@ -90,6 +91,7 @@ def test_the_door_in_a_real_browser(world, live_server, browser, device, viewpor
     shot = lambda n, name: page.screenshot(  # noqa: E731
         path=SHOTS / f"desk-{device}-{n}-{name}.png", full_page=True
     )
+    page.route("**/snapshot", lambda route: route.abort())  # no door list: no offline decision
 
     page.goto(f"{live_server.url}/desk/")
     page.wait_for_url("**/admin/login/**")
@@ -266,10 +268,12 @@ def test_a_multi_slot_door_admits_for_the_slot_it_chose(
 
 @pytest.mark.django_db(transaction=True)
 def test_a_server_error_or_a_timeout_is_not_recorded(world, live_server, browser):  # noqa: F811
-    """A proxy's 502 (the app server is down) and a request that never answers (the page gives
-    up after its timeout, on a controlled clock) both show "not recorded", never a success."""
+    """Without a door list, a proxy's 502 (the app server is down, retried first) and a request
+    that never answers (the page gives up after its timeout, on a controlled clock) both show
+    "not recorded", never a success."""
     event, grace = world["event"], world["regs"]["grace"]
     page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.route("**/snapshot", lambda route: route.abort())  # no door list: no offline decision
     page.clock.install()  # the page's timers run on a clock the test moves
     page.goto(f"{live_server.url}/desk/{event.pk}/")
     page.wait_for_url("**/admin/login/**")

@@ -1,5 +1,6 @@
 """seed_demo gives the desk a login (once) and the desk works on the demo summit: a ticket to
-try, one sold and not paid yet (flagged "to pay"), and the multi-slot workshops' scanner."""
+try, one sold and not paid yet (flagged "to pay"), the multi-slot workshops' scanner, and one
+offline conflict."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 
+from desk.models import OfflineConflict
 from events.models import Event
 
 pytestmark = pytest.mark.django_db
@@ -29,6 +31,9 @@ def test_seed_demo_creates_a_desk_login_once_and_it_scans():
     call_command("seed_demo", stdout=again)
     assert "desk login" not in again.getvalue()
     assert get_user_model().objects.filter(username="desk").count() == 1
+    # one offline conflict to show in the admin and on the dashboard, left once
+    (conflict,) = OfflineConflict.objects.all()
+    assert (conflict.offline_actor_label, conflict.kept_actor_label) == ("desk", "north door")
 
     assert user.check_password(found.group(1))
     client = Client()

@@ -6,6 +6,15 @@
  * it never looks like a success. A ticket not paid yet carries a "To pay" badge beside the
  * answer, whatever the answer. On a multi-slot event the page admits for the slot chosen above
  * the field (`data-slot-id`): the scans and the counters say which.
+ *
+ * Offline mode (docs/spec.md "Offline mode"): the page keeps the event's signed door list
+ * (GET …/snapshot, on load and every minute) in memory and in sessionStorage. A scan whose POST
+ * cannot reach the server (no network, a timeout, a gateway's 502/503/504; fast failures are
+ * retried with backoff within TIMEOUT_MS) is decided from that list with the server's rules,
+ * shown marked "Offline", and queued in localStorage with its nonce, its time and the list's
+ * signature. When the network is back (the `online` event, or the probe every PROBE_MS) the
+ * queue is sent in order, each scan with its nonce, so a retried send is harmless. Every scan
+ * and confirmation carries a fresh nonce. Logging out clears both stores (session.js).
  */
 (function () {
   "use strict";
@@ -13,6 +22,10 @@
   var TIMEOUT_MS = 6000;
   var RECENT_MAX = 12;
   var POLL_MS = 15000;
+  var SNAPSHOT_MS = 60000;
+  var PROBE_MS = 5000;
+  var BACKOFF_MS = [200, 600, 1500];
+  var TRANSIENT = { 502: true, 503: true, 504: true };
 
   var root = document.getElementById("desk");
   if (!root) return;
@@ -33,6 +46,23 @@
   var textsNode = document.getElementById("desk-texts");
   var TEXT = textsNode ? JSON.parse(textsNode.textContent) : {};
   var countersUrl = root.dataset.countersUrl + (slotId ? "?slot_id=" + slotId : "");
+  var net = document.getElementById("net");
+  var netText = document.getElementById("net-text");
+  var listAge = document.getElementById("list-age");
+  var queueCount = document.getElementById("queue-count");
+  var conflictBox = document.getElementById("conflicts");
+  var conflictList = document.getElementById("conflict-list");
+  var user = document.body.dataset.user || "";
+  var SNAP_KEY = "desk.snapshot." + eventId;
+  var QUEUE_KEY = "desk.queue";
+  var OWNER_KEY = "desk.owner";
+
+  // Fill "%(name)s" placeholders of a translated text.
+  function fmt(text, values) {
+    return String(text || "").replace(/%\((\w+)\)s/g, function (all, name) {
+      return values[name] === undefined ? all : String(values[name]);
+    });
+  }
 
   var ICONS = {
     check: "M4 12.5l5 5L20 6.5",
@@ -54,6 +84,7 @@
     not_ongoing_event: { tone: "bad", icon: "cross", title: "Event is over or cancelled — do not admit" },
     invalid_ticket: { tone: "bad", icon: "cross", title: "Unknown ticket — do not admit" },
     not_recorded: { tone: "fail", icon: "warning", title: "Not recorded — scan again" },
+    conflict: { tone: "bad", icon: "warning", title: "Admitted twice" },
     refused: { tone: "fail", icon: "warning", title: "Not recorded — the server refused the request" },
     pending: { tone: "idle", icon: "clock", title: "Checking…" },
     idle: { tone: "idle", icon: "dot", title: "Ready — scan a ticket" }
@@ -131,30 +162,41 @@
     return spec.title;
   }
 
-  function show(status, data, message) {
+  function offlineBadge(className) {
+    var badge = el("span", className, TEXT.offline_badge);
+    badge.dataset.flag = "offline";
+    return badge;
+  }
+
+  function show(status, data, message, offline) {
     var spec = STATUS[status] || STATUS.refused;
-    result.className = "result tone-" + spec.tone;
+    result.className = "result tone-" + spec.tone + (offline ? " is-offline" : "");
     result.dataset.status = status;
+    result.dataset.offline = offline ? "true" : "false";
     var head = result.querySelector(".result-head");
     var iconBox = head.querySelector(".result-icon");
     iconBox.replaceChildren(icon(spec.icon));
     head.querySelector(".result-title").textContent = titleOf(status, spec, data);
     var oldBadge = head.querySelector(".pay-badge");
     if (oldBadge) oldBadge.remove();
+    var oldOffline = result.querySelector(".offline-badge");
+    if (oldOffline) oldOffline.remove();
+    if (offline) result.insertBefore(offlineBadge("offline-badge"), head);
     if (data && data.has_to_pay) head.appendChild(payBadge("pay-badge"));
     var body = result.querySelector(".result-body");
     body.replaceChildren();
     if (message) body.appendChild(el("p", "message", message));
     if (data && data.id) body.appendChild(details(data));
-    var ask = status === "need_manual_confirmation" && data && data.id;
+    var ask = !offline && status === "need_manual_confirmation" && data && data.id;
     manual.hidden = !ask;
     confirmButton.dataset.registrationId = ask ? String(data.id) : "";
   }
 
-  function remember(status, data, barcode) {
+  function remember(status, data, barcode, offline) {
     var spec = STATUS[status] || STATUS.refused;
     var item = el("li", "recent-item tone-" + spec.tone);
     item.dataset.status = status;
+    if (offline) item.dataset.offline = "true";
     var mark = el("span", "recent-icon");
     mark.setAttribute("aria-hidden", "true");
     mark.appendChild(icon(spec.icon));
@@ -162,6 +204,7 @@
     item.appendChild(el("span", "recent-time", new Date().toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" })));
     var statusText = el("span", "recent-status", titleOf(status, spec, data));
     if (data && data.has_to_pay) statusText.appendChild(payBadge("recent-pay"));
+    if (offline) statusText.appendChild(offlineBadge("recent-offline"));
     item.appendChild(statusText);
     item.appendChild(el("span", "recent-name", (data && data.name) || barcode || ""));
     recent.insertBefore(item, recent.firstChild);
@@ -170,9 +213,9 @@
   }
 
   // POST JSON; resolves {ok, status, data} or {failed: true} when nothing came back in time.
-  function post(url, payload) {
+  function post(url, payload, timeout) {
     var controller = new AbortController();
-    var timer = setTimeout(function () { controller.abort(); }, TIMEOUT_MS);
+    var timer = setTimeout(function () { controller.abort(); }, timeout || TIMEOUT_MS);
     return fetch(url, {
       method: "POST",
       credentials: "same-origin",
@@ -187,6 +230,33 @@
     }).catch(function () {
       return { failed: true };
     }).finally(function () { clearTimeout(timer); });
+  }
+
+  function nonce() {
+    if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
+    var bytes = new Uint8Array(16);
+    crypto.getRandomValues(bytes);
+    return Array.prototype.map.call(bytes, function (b) { return (b + 256).toString(16).slice(1); }).join("");
+  }
+
+  function wait(ms) { return new Promise(function (resolve) { setTimeout(resolve, ms); }); }
+
+  function transient(answer) { return answer.failed || TRANSIENT[answer.status] === true; }
+
+  // POST with retries of fast transient failures (backoff), all within TIMEOUT_MS: a request
+  // that times out has spent the budget. Offline, no retry: the answer is decided at once.
+  function postRetrying(url, payload) {
+    var deadline = Date.now() + TIMEOUT_MS;
+    function attempt(n) {
+      if (navigator.onLine === false) return Promise.resolve({ failed: true });
+      return post(url, payload, Math.max(deadline - Date.now(), 1)).then(function (answer) {
+        if (!transient(answer)) { goOnline(); return answer; }
+        var pause = BACKOFF_MS[n];
+        if (pause === undefined || Date.now() + pause >= deadline || navigator.onLine === false) return answer;
+        return wait(pause).then(function () { return attempt(n + 1); });
+      });
+    }
+    return attempt(0);
   }
 
   function handle(answer, barcode, seq) {
@@ -212,11 +282,228 @@
   function scan(barcode) {
     var seq = ++latest;
     show("pending", null, "Barcode " + barcode);
-    var payload = { barcode: barcode, event_id: eventId };
+    var payload = { barcode: barcode, event_id: eventId, nonce: nonce() };
     if (slotId) payload.slot_id = slotId;
-    post(root.dataset.scanUrl, payload).then(function (answer) {
+    var scannedAt = new Date().toISOString();
+    postRetrying(root.dataset.scanUrl, payload).then(function (answer) {
+      if (transient(answer) && snap) {
+        goOffline();
+        return decideOffline(payload, scannedAt, seq);
+      }
       handle(answer, barcode, seq);
     });
+  }
+
+  // --- offline mode ---------------------------------------------------------------------------
+
+  var snap = null; // the door list: the snapshot as served, plus `index` (key → entry)
+  var hmacKey = null; // the CryptoKey of snap.barcode_key
+  var queue = [];
+  var offline = false;
+  var draining = false;
+  var conflicts = 0;
+
+  function storageGet(store, key) {
+    try { return JSON.parse(store.getItem(key) || "null"); } catch (e) { return null; }
+  }
+  function storageSet(store, key, value) {
+    try { store.setItem(key, JSON.stringify(value)); } catch (e) { /* full or disabled: memory only */ }
+  }
+
+  // Another user's leftovers (a logout that did not run session.js): never read them.
+  function claimStorage() {
+    try {
+      if (localStorage.getItem(OWNER_KEY) !== user) {
+        [localStorage, sessionStorage].forEach(function (store) {
+          Object.keys(store).forEach(function (key) { if (key.indexOf("desk.") === 0) store.removeItem(key); });
+        });
+        localStorage.setItem(OWNER_KEY, user);
+      }
+    } catch (e) { /* storage disabled: the page works from memory */ }
+  }
+
+  function hex(buffer) {
+    return Array.prototype.map.call(new Uint8Array(buffer), function (b) { return (b + 256).toString(16).slice(1); }).join("");
+  }
+  function bytes(hexText) {
+    var out = new Uint8Array(hexText.length / 2);
+    for (var i = 0; i < out.length; i++) out[i] = parseInt(hexText.substr(i * 2, 2), 16);
+    return out;
+  }
+
+  function useSnapshot(data) {
+    var index = {};
+    data.registrations.forEach(function (entry) { index[entry.key] = entry; });
+    return crypto.subtle.importKey("raw", bytes(data.barcode_key), { name: "HMAC", hash: "SHA-256" }, false, ["sign"])
+      .then(function (key) {
+        hmacKey = key;
+        snap = data;
+        snap.index = index;
+        showNet();
+      });
+  }
+
+  function saveSnapshot() {
+    if (!snap) return;
+    var copy = {};
+    Object.keys(snap).forEach(function (k) { if (k !== "index") copy[k] = snap[k]; });
+    storageSet(sessionStorage, SNAP_KEY, copy);
+  }
+
+  function fetchSnapshot() {
+    var controller = new AbortController();
+    var timer = setTimeout(function () { controller.abort(); }, TIMEOUT_MS);
+    return fetch(root.dataset.snapshotUrl, { credentials: "same-origin", headers: { "Accept": "application/json" }, signal: controller.signal })
+      .then(function (response) { return response.ok ? response.json() : null; })
+      .then(function (data) {
+        if (!data || !data.registrations) return false;
+        goOnline();
+        return useSnapshot(data).then(function () {
+          // Admissions this page made offline and has not sent yet stay admitted in its list.
+          queue.forEach(function (item) {
+            var entry = snap.index[item.key];
+            if (entry && item.offline_status === "confirmed_registration" && entry.state === "open") entry.state = "done";
+          });
+          saveSnapshot();
+          return true;
+        });
+      })
+      .catch(function () { return false; })
+      .finally(function () { clearTimeout(timer); });
+  }
+
+  function keyOf(code) {
+    return crypto.subtle.sign("HMAC", hmacKey, new TextEncoder().encode(code)).then(hex);
+  }
+
+  // The server's branch order (spec-overlay.md §5.1) on the door list: this event's tickets.
+  function decide(entry, now) {
+    if (!entry) return "invalid_ticket";
+    if (entry.state === "cancel") return "canceled_registration";
+    if (entry.state === "draft") return "unconfirmed_registration";
+    if (snap.event.closed || new Date(snap.event.date_end) <= now) return "not_ongoing_event";
+    if (entry.state === "open") {
+      if (slotId && entry.slot_id !== slotId) return "need_manual_confirmation";
+      return "confirmed_registration";
+    }
+    return "already_registered";
+  }
+
+  function decideOffline(payload, scannedAt, seq) {
+    var barcode = payload.barcode;
+    return keyOf(barcode.trim()).then(function (key) {
+      var entry = snap.index[key];
+      var status = decide(entry, new Date(scannedAt));
+      var data = null;
+      if (entry) {
+        data = {
+          id: entry.id, name: entry.name, ticket_name: entry.ticket_name, slot_name: entry.slot_name,
+          has_to_pay: entry.has_to_pay, date_closed: entry.date_closed, event_id: eventId,
+          is_date_closed_today: entry.date_closed ? new Date(entry.date_closed).toDateString() === new Date().toDateString() : false
+        };
+      }
+      if (status === "confirmed_registration") {
+        entry.state = "done";
+        entry.date_closed = scannedAt;
+        saveSnapshot();
+        attended.textContent = String(parseInt(attended.textContent, 10) + 1);
+      }
+      queue.push({
+        nonce: payload.nonce, barcode: barcode, event_id: payload.event_id, slot_id: payload.slot_id || null,
+        scanned_at: scannedAt, offline: true, offline_status: status, snapshot: snap.signature, key: key
+      });
+      saveQueue();
+      var message = fmt(TEXT.offline_decided, { time: clock(snap.generated_at) });
+      if (status === "need_manual_confirmation") message += " " + TEXT.offline_manual;
+      if (seq === latest) show(status, data, message, true);
+      remember(status, data, barcode, true);
+    });
+  }
+
+  function clock(iso) {
+    return new Date(iso).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
+  }
+
+  function saveQueue() {
+    storageSet(localStorage, QUEUE_KEY, queue);
+    showNet();
+  }
+
+  function goOffline() {
+    if (offline) return;
+    offline = true;
+    showNet();
+  }
+
+  function goOnline() {
+    if (!offline) return;
+    offline = false;
+    showNet();
+    drain();
+  }
+
+  function showNet() {
+    if (!net) return;
+    var mode = offline ? "offline" : (queue.length ? "sending" : "online");
+    net.dataset.mode = mode;
+    netText.textContent = offline ? TEXT.net_offline : (queue.length ? TEXT.net_sending : TEXT.net_online);
+    queueCount.textContent = String(queue.length);
+    net.querySelector(".net-queue").hidden = queue.length === 0;
+    if (!snap) {
+      listAge.textContent = TEXT.list_none;
+      listAge.dataset.age = "none";
+    } else {
+      var minutes = Math.floor((Date.now() - new Date(snap.generated_at).getTime()) / 60000);
+      listAge.textContent = minutes < 1 ? TEXT.list_fresh : fmt(TEXT.list_age, { minutes: minutes });
+      listAge.dataset.age = minutes >= 5 ? "stale" : "fresh";
+    }
+  }
+
+  function reportConflict(item, data) {
+    conflicts += 1;
+    conflictBox.hidden = false;
+    var spec = STATUS[data.status] || STATUS.refused;
+    var line = el("li", null, fmt(TEXT.conflict, { name: data.name || item.barcode, status: spec.title }));
+    line.dataset.registrationId = String(data.id || "");
+    conflictList.insertBefore(line, conflictList.firstChild);
+    remember("conflict", data, item.barcode, false);
+  }
+
+  // Send the queue in order, one scan at a time; stop at the first that cannot reach the server
+  // (it stays first, and the probe tries again). A refusal (4xx) is shown and dropped, except
+  // 403: the session ended, the queue waits for a new login.
+  function drain() {
+    if (draining || !queue.length) return;
+    draining = true;
+    showNet();
+    var item = queue[0];
+    var payload = {};
+    Object.keys(item).forEach(function (k) { if (k !== "key") payload[k] = item[k]; });
+    post(root.dataset.scanUrl, payload).then(function (answer) {
+      draining = false;
+      if (transient(answer) || answer.status >= 500 || answer.status === 403 || (!answer.ok && !answer.data)) {
+        if (transient(answer)) goOffline();
+        showNet();
+        return;
+      }
+      queue.shift();
+      saveQueue();
+      if (answer.ok) {
+        if (answer.data.offline_conflict) reportConflict(item, answer.data);
+      } else {
+        var error = answer.data && answer.data.error;
+        remember("refused", null, fmt(TEXT.replay_refused, { barcode: item.barcode, why: error ? error.code : answer.status }), false);
+      }
+      if (queue.length) { drain(); return; }
+      refreshCounters();
+      fetchSnapshot();
+    });
+  }
+
+  function probe() {
+    if (queue.length) { drain(); return; }
+    if (offline) fetchSnapshot();
+    showNet();
   }
 
   function refreshCounters() {
@@ -247,7 +534,7 @@
     var seq = ++latest;
     manual.hidden = true;
     show("pending", null, "Confirming entry…");
-    post(root.dataset.confirmUrl, { registration_id: id }).then(function (answer) {
+    post(root.dataset.confirmUrl, { registration_id: id, nonce: nonce() }).then(function (answer) {
       handle(answer, "", seq);
       input.focus();
     });
@@ -269,4 +556,15 @@
   show("idle", null, null);
   input.focus();
   setInterval(refreshCounters, POLL_MS);
+
+  claimStorage();
+  queue = storageGet(localStorage, QUEUE_KEY) || [];
+  var kept = storageGet(sessionStorage, SNAP_KEY);
+  (kept && kept.registrations && window.crypto && crypto.subtle ? useSnapshot(kept) : Promise.resolve())
+    .then(function () { showNet(); return fetchSnapshot(); })
+    .then(function () { drain(); });
+  setInterval(function () { if (!offline) fetchSnapshot(); }, SNAPSHOT_MS);
+  setInterval(probe, PROBE_MS);
+  window.addEventListener("online", function () { offline = false; showNet(); drain(); fetchSnapshot(); });
+  window.addEventListener("offline", goOffline);
 })();

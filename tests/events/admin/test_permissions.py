@@ -75,6 +75,7 @@ def test_desk_group_permissions():
         "events.view_ticket",
         "events.view_slot",
         "events.checkin_registration",
+        "desk.view_offlineconflict",
     }
 
 

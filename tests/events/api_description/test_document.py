@@ -109,6 +109,7 @@ def test_the_document_is_valid_openapi_3_1():
         "/desk/api/scan",
         "/desk/api/confirm",
         "/desk/api/events/{event_id}/counters",
+        "/desk/api/events/{event_id}/snapshot",
         "/healthz",
         "/api/v1/openapi.json",
     }
@@ -435,6 +436,7 @@ def _requests(w) -> dict[str, list[tuple[str, str, Any, dict[str, str]]]]:
         ],
         "deskConfirm": [("post", "/desk/api/confirm", {"registration_id": w.registration.pk}, {})],
         "deskCounters": [("get", f"/desk/api/events/{event}/counters", {"slot_id": ""}, {})],
+        "deskSnapshot": [("get", f"/desk/api/events/{event}/snapshot", {}, {})],
         "health": [("get", "/healthz", {}, {})],
         "openapiDocument": [("get", "/api/v1/openapi.json", {}, {})],
     }

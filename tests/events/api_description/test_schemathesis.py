@@ -58,7 +58,8 @@ MIN_CASES = 50
 BEYOND_THE_SCHEMA = {
     "registerAttendees": "the event's tickets, slots, questions and per-order limit",
     "joinWaitingList": "the event's tickets and slots",
-    "deskScan": "the slots of the desk's event",
+    "deskScan": "the slots of the desk's event; a scan's time within the last day, the "
+    "snapshot's signature",
     "deskCounters": "the slots of the event",
     "receiveSaleMessage": "attendees at most `quantity`, line refs unique in an order",
 }
@@ -73,6 +74,7 @@ DEEP = {
     "POST /desk/api/scan": 200,
     "POST /desk/api/confirm": 200,
     "GET /desk/api/events/{event_id}/counters": 200,
+    "GET /desk/api/events/{event_id}/snapshot": 200,
     "GET /api/v1/catalog/linked-products": 200,
     "GET /api/v1/catalog/booths": 200,
     "POST /seams/v1/sale": 200,
@@ -308,7 +310,7 @@ def test_every_operation_got_enough_cases():
     CASES_FILE.parent.mkdir(exist_ok=True)
     CASES_FILE.write_text(report)
     without_inputs = {"GET /healthz", "GET /api/v1/openapi.json"}
-    assert len(CASES) == 10, report
+    assert len(CASES) == 11, report
     assert all(CASES[label] >= 1 for label in without_inputs), report
     assert all(n >= MIN_CASES for label, n in CASES.items() if label not in without_inputs), report
     assert all(STATUSES[label][status] > 0 for label, status in DEEP.items()), report

@@ -314,6 +314,22 @@ def test_one_confirmed_booking_per_booth():
     assert BoothBooking.objects.filter(state=BookingState.CONFIRMED).count() == 2
 
 
+def test_desk_conflict_once_per_scan():
+    conflict = desk_factories.OfflineConflictFactory()
+    with refused_by("desk_conflict_once_per_scan"):
+        desk_factories.OfflineConflictFactory(
+            registration=conflict.registration,
+            offline_actor_id=conflict.offline_actor_id,
+            offline_scanned_at=conflict.offline_scanned_at,
+        )
+    # another scan of the same door (another time) is another conflict
+    desk_factories.OfflineConflictFactory(
+        registration=conflict.registration,
+        offline_actor_id=conflict.offline_actor_id,
+        offline_scanned_at=conflict.offline_scanned_at + timedelta(seconds=1),
+    )
+
+
 def test_booth_category_price_not_negative():
     with refused_by("booth_category_price"):
         BoothCategory.objects.create(name="c", price=Decimal("-1"))
@@ -477,6 +493,7 @@ TESTED = {
     "webhook_delivery_once",
     "webhook_delivery_state_valid",
     "webhook_delivered_has_time",
+    "desk_conflict_once_per_scan",
 }
 
 

@@ -1,0 +1,130 @@
+"""The desk's offline mode in a real browser (Debian's chromium, Playwright).
+
+With the network cut (`context.set_offline`), scans are decided from the door list the page
+fetched, shown marked "Offline" and queued; back online the queue is sent and the server's rows
+match. Two doors admitting one ticket offline: one attendance, one conflict, shown on the page
+that lost. Screenshots of the offline states, desktop and mobile, go to
+test-output/screenshots/desk-offline-*.png.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group
+from playwright.sync_api import expect
+
+from desk.models import OfflineConflict
+from events.models import EventAuditLog, Registration
+from tests.browser.test_attendee_browser import SHOTS, browser  # noqa: F401 - the fixture
+from tests.browser.test_desk_browser import PASSWORD, scan, world  # noqa: F401 - the fixture
+from tests.events import factories
+
+pytestmark = pytest.mark.slow
+DESKTOP, MOBILE = {"width": 1280, "height": 800}, {"width": 390, "height": 844}
+
+
+def open_scanner(browser, live_server, event, username: str, viewport=DESKTOP):  # noqa: F811
+    context = browser.new_context(viewport=viewport)
+    page = context.new_page()
+    page.goto(f"{live_server.url}/desk/{event.pk}/")
+    page.wait_for_url("**/admin/login/**")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"**/desk/{event.pk}/")
+    page.wait_for_selector('#list-age[data-age="fresh"]')  # the door list is in
+    return context, page
+
+
+def shot(page, name: str) -> None:
+    page.screenshot(path=SHOTS / f"desk-offline-{name}.png", full_page=True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_offline_scans_are_decided_from_the_list_then_sent(world, live_server, browser):  # noqa: F811
+    event, regs = world["event"], world["regs"]
+    context, page = open_scanner(browser, live_server, event, "door")
+    result, net = page.locator("#result"), page.locator("#net")
+    expect(net).to_have_attribute("data-mode", "online")
+
+    context.set_offline(True)
+    expect(net).to_have_attribute("data-mode", "offline")
+    scan(page, regs["grace"].barcode, "confirmed_registration")
+    assert result.get_attribute("data-offline") == "true"
+    assert result.locator('[data-flag="offline"]').text_content() == "Offline"
+    assert "Grace Hopper" in result.inner_text() and "Community" in result.inner_text()
+    assert "Decided offline from the door list" in result.inner_text()
+    expect(page.locator("#count-attended")).to_have_text("1")
+    shot(page, "desktop-1-admitted")
+    scan(page, regs["grace"].barcode, "already_registered")  # this page's list knows it now
+    scan(page, regs["cancelled"].barcode, "canceled_registration")
+    scan(page, "0000000000000000", "invalid_ticket")
+    expect(page.locator("#queue-count")).to_have_text("4")
+    assert page.locator('#recent [data-flag="offline"]').count() == 4
+    shot(page, "desktop-2-unknown-queued")
+    page.set_viewport_size(MOBILE)
+    scan(page, regs["ada"].barcode, "confirmed_registration")  # to pay: badge kept offline
+    assert result.locator('[data-flag="to-pay"]').is_visible()
+    shot(page, "mobile-1-admitted-to-pay")
+    page.set_viewport_size(DESKTOP)
+    # Nothing reached the server.
+    assert Registration.objects.get(pk=regs["grace"].pk).state == "open"
+    assert not EventAuditLog.objects.filter(verb="registration.scanned").exists()
+
+    context.set_offline(False)
+    expect(page.locator("#queue-count")).to_have_text("0", timeout=10_000)
+    expect(net).to_have_attribute("data-mode", "online")
+    expect(page.locator("#count-attended")).to_have_text("2")  # the server's counter
+    assert Registration.objects.get(pk=regs["grace"].pk).state == "done"
+    assert Registration.objects.get(pk=regs["ada"].pk).state == "done"
+    rows = EventAuditLog.objects.filter(verb="registration.scanned").order_by("at", "id")
+    assert [(r.data["status"], r.data["offline"]) for r in rows] == [
+        ("confirmed_registration", True),
+        ("already_registered", True),
+        ("canceled_registration", True),
+        ("invalid_ticket", True),
+        ("confirmed_registration", True),
+    ]
+    assert not OfflineConflict.objects.exists()
+    assert page.locator("#conflicts").is_hidden()
+    shot(page, "desktop-3-back-online")
+    context.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_doors_admit_one_ticket_offline(world, live_server, browser):  # noqa: F811
+    event, grace = world["event"], world["regs"]["grace"]
+    west = factories.UserFactory(username="west", password=PASSWORD)
+    west.groups.add(Group.objects.get(name="Event desk"))
+    north, north_page = open_scanner(browser, live_server, event, "door")
+    south, south_page = open_scanner(browser, live_server, event, "west", viewport=MOBILE)
+
+    north.set_offline(True)
+    south.set_offline(True)
+    scan(north_page, grace.barcode, "confirmed_registration")
+    scan(south_page, grace.barcode, "confirmed_registration")  # neither door knows
+    shot(south_page, "mobile-2-admitted-queued")
+
+    north.set_offline(False)
+    expect(north_page.locator("#queue-count")).to_have_text("0", timeout=10_000)
+    south.set_offline(False)
+    expect(south_page.locator("#queue-count")).to_have_text("0", timeout=10_000)
+    conflicts = south_page.locator("#conflicts")
+    expect(conflicts).to_be_visible()
+    assert "Grace Hopper" in conflicts.inner_text()
+    assert "Already registered" in conflicts.inner_text()
+    assert north_page.locator("#conflicts").is_hidden()
+    shot(south_page, "mobile-3-conflict")
+    south_page.set_viewport_size(DESKTOP)
+    shot(south_page, "desktop-4-conflict")
+
+    assert Registration.objects.get(pk=grace.pk).state == "done"
+    admitted = EventAuditLog.objects.filter(
+        registration=grace, data__status="confirmed_registration"
+    )
+    assert admitted.count() == 1
+    (conflict,) = OfflineConflict.objects.all()
+    assert (conflict.registration_id, conflict.server_status) == (grace.pk, "already_registered")
+    assert (conflict.kept_actor_label, conflict.offline_actor_label) == ("door", "west")
+    north.close()
+    south.close()
