@@ -160,8 +160,11 @@ def test_a_bulk_statement_numbers_each_subjects_messages_in_audit_order():
     ]
 
 
-def nudges(run, capture) -> list:
-    """The webhook delivery nudges `run` asked for, its after-commit callbacks run."""
+def nudges(run, capture, *, fresh: bool = True) -> list:
+    """The webhook delivery nudges `run` asked for, its after-commit callbacks run (`fresh`:
+    as the first change of the process's second)."""
+    if fresh:
+        webhooks._last_nudge[0] = float("-inf")
     with mock.patch.object(webhooks.nudge, "after_commit") as nudged:
         with capture(execute=True):
             run()
@@ -215,3 +218,14 @@ def test_every_message_the_trigger_writes_matches_its_documented_schema():
     # the schemas are closed: a field the trigger adds without its description fails here
     extra = dict(message.payload, data={**message.payload["data"], "surprise": 1})
     assert list(validator.iter_errors(extra))
+
+
+def test_a_rush_of_bookings_nudges_once_per_second_and_process(django_capture_on_commit_callbacks):
+    capture = django_capture_on_commit_callbacks
+    endpoint()
+    event = factories.EventFactory()
+    assert len(nudges(lambda: book(event), capture)) == 1
+    assert nudges(lambda: book(event), capture, fresh=False) == []  # within the second
+    webhooks._last_nudge[0] -= webhooks.NUDGE_EVERY  # a second later
+    assert len(nudges(lambda: book(event), capture, fresh=False)) == 1
+    assert WebhookMessage.objects.filter(type="registration.created").count() == 3
