@@ -51,7 +51,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[3]
 CASES_FILE = ROOT / "test-output" / "schemathesis-cases.txt"
 MAX_EXAMPLES = (
-    60  # the fuzzing phase's, per operation (the examples and coverage phases add theirs)
+    40  # the fuzzing phase's, per operation (the examples and coverage phases add theirs)
 )
 MIN_CASES = 50
 # See the module docstring: operation → why a schema-valid request may get a 400.
