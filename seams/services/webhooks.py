@@ -42,11 +42,11 @@ from urllib.parse import urlsplit
 import certifi
 import httpx
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
-from events.errors import NotFound, ValidationFailed
+from events.errors import InvalidTransition, NotFound, ValidationFailed
 from events.services import audit, nudge
 from events.services.delivery import backoff
 from seams.models import (
@@ -85,14 +85,25 @@ def new_secret() -> str:
 
 
 def _check_url(url: str) -> str:
+    """An http(s) URL with a host that the HTTP client can send to: no space or control
+    character (urlsplit drops some silently), no user:password part (it would stand in the
+    audit log and the lists), a host the client can encode."""
     url = (url or "").strip()
+    refused = ValidationFailed(
+        "The endpoint URL must be an http:// or https:// URL with a host, without spaces, "
+        "control characters or a user:password part.",
+        code="invalid_value",
+        field="url",
+    )
+    if len(url) > URL_MAX or any(c.isspace() or not c.isprintable() for c in url):
+        raise refused
     parts = urlsplit(url)
-    if len(url) > URL_MAX or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValidationFailed(
-            "The endpoint URL must be an http:// or https:// URL with a host.",
-            code="invalid_value",
-            field="url",
-        )
+    if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
+        raise refused
+    try:
+        httpx.URL(url).raw_host  # noqa: B018 — encodes the host (IDNA) as a POST would
+    except Exception:  # httpx.InvalidURL, idna's errors: not all of them HTTPError
+        raise refused from None
     return url
 
 
@@ -173,7 +184,7 @@ def _plain(value: Any) -> Any:
 def delete_endpoint(*, endpoint: WebhookEndpoint, actor: Any) -> None:
     """Delete an endpoint and its deliveries (their messages stay for the other endpoints)."""
     with transaction.atomic():
-        row = _locked(endpoint)
+        row = _locked(endpoint, key=True)
         _audit(row, actor, "webhook_endpoint.deleted", {"url": row.url, "name": row.name})
         row.delete()
 
@@ -225,7 +236,17 @@ def send_again(*, delivery: WebhookDelivery, actor: Any) -> WebhookDelivery:
     """Queue a delivery again, due now, whatever its state (a receiver that lost a delivered
     message asks for it again): the same message, the same `webhook-id`."""
     with transaction.atomic():
-        row = WebhookDelivery.objects.select_for_update().filter(pk=delivery.pk).first()
+        try:
+            row = (
+                WebhookDelivery.objects.select_for_update(nowait=True)
+                .filter(pk=delivery.pk)
+                .first()
+            )
+        except OperationalError:  # claimed by a delivery run right now
+            raise InvalidTransition(
+                "This delivery is being sent right now; try again in a moment.",
+                delivery=delivery.pk,
+            ) from None
         if row is None:
             raise NotFound(f"Delivery {delivery.pk} does not exist.", delivery=delivery.pk)
         before = row.state
@@ -243,8 +264,11 @@ def send_again(*, delivery: WebhookDelivery, actor: Any) -> WebhookDelivery:
     return row
 
 
-def _locked(endpoint: WebhookEndpoint) -> WebhookEndpoint:
-    row = WebhookEndpoint.objects.select_for_update().filter(pk=endpoint.pk).first()
+def _locked(endpoint: WebhookEndpoint, *, key: bool = False) -> WebhookEndpoint:
+    """The endpoint's row locked for a staff verb: FOR NO KEY UPDATE (bookings queueing a
+    delivery to it take KEY SHARE and go on), FOR UPDATE to delete it (`key`)."""
+    rows = WebhookEndpoint.objects.select_for_update(no_key=not key)
+    row = rows.filter(pk=endpoint.pk).first()
     if row is None:
         raise NotFound(f"Webhook endpoint {endpoint.pk} does not exist.", endpoint=endpoint.pk)
     return row
@@ -363,6 +387,7 @@ class _Answer:
     error: str
     retry_after: timedelta | None
     elapsed_ms: int
+    refused: bool = False  # no answer, and none will come (an address it cannot send to)
 
 
 def _post(client: httpx.Client, row: WebhookDelivery) -> _Answer:
@@ -379,15 +404,25 @@ def _post(client: httpx.Client, row: WebhookDelivery) -> _Answer:
     status: int | None = None
     excerpt = error = ""
     retry_after: timedelta | None = None
+    refused = False
     try:
-        response = client.post(endpoint.url, content=body.encode(), headers=headers)
-        status = response.status_code
-        excerpt = response.text[:RESPONSE_EXCERPT]
-        retry_after = _retry_after(response)
-    except httpx.HTTPError as exc:  # timeouts, refused / reset connections, bad URLs
+        with client.stream("POST", endpoint.url, content=body.encode(), headers=headers) as r:
+            status = r.status_code
+            retry_after = _retry_after(r)
+            kept = b""
+            for chunk in r.iter_bytes():  # the excerpt only: a receiver's body is not ours
+                kept += chunk
+                if len(kept) >= RESPONSE_EXCERPT:
+                    break
+            excerpt = kept[:RESPONSE_EXCERPT].decode("utf-8", "replace")
+    except httpx.TransportError as exc:  # timeouts, refused / reset connections
         error = f"{type(exc).__name__}: {exc}"[:2000]
+        status = None
+    except Exception as exc:  # a URL the client cannot send to: retrying cannot help
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+        status, refused = None, True
     elapsed = int((time.monotonic() - started) * 1000)
-    return _Answer(row, sent_at, status, excerpt, error, retry_after, elapsed)
+    return _Answer(row, sent_at, status, excerpt, error, retry_after, elapsed, refused)
 
 
 def _post_batch(
@@ -405,7 +440,7 @@ def _post_batch(
     subject for one endpoint, so rows sent together never need an order between them. After a
     wave with a failure that says "later", the endpoint's remaining rows wait."""
     attempts: list[WebhookAttempt] = []
-    outcome: dict[int, bool] = {}  # endpoint id → answered 2xx (True) / failing (False)
+    outcome: dict[int, set[str]] = {}  # endpoint id → "success", "later", "refused"
     touched: list[WebhookDelivery] = []
     by_endpoint: dict[int, list[WebhookDelivery]] = {}
     for row in rows:
@@ -438,7 +473,7 @@ def _outcome(
     now: datetime,
     report: WebhookReport,
     waiting: set[int],
-    outcome: dict[int, bool],
+    outcome: dict[int, set[str]],
 ) -> None:
     """Set the delivery's state from its answer (2xx delivered; later: backoff; else failed)."""
     row, status = answer.row, answer.status
@@ -449,12 +484,12 @@ def _outcome(
         row.state = DeliveryState.DELIVERED
         row.delivered_at = timezone.now()
         row.last_error = ""
-        outcome[endpoint.pk] = True
+        outcome.setdefault(endpoint.pk, set()).add("success")
         report.delivered += 1
-    elif status is None or status >= 500 or status in RETRYABLE_STATUSES:
+    elif not answer.refused and (status is None or status >= 500 or status in RETRYABLE_STATUSES):
         row.last_error = answer.error or f"HTTP {status}: {answer.excerpt}"[:2000]
         row.next_attempt_at = now + max(backoff(row.attempts), answer.retry_after or timedelta())
-        outcome.setdefault(endpoint.pk, False)
+        outcome.setdefault(endpoint.pk, set()).add("later")
         waiting.add(endpoint.pk)
         report.retried += 1
         logger.warning(
@@ -467,8 +502,8 @@ def _outcome(
         )
     else:
         row.state = DeliveryState.FAILED
-        row.last_error = f"HTTP {status}: {answer.excerpt}"[:2000]
-        outcome.setdefault(endpoint.pk, False)
+        row.last_error = answer.error or f"HTTP {status}: {answer.excerpt}"[:2000]
+        outcome.setdefault(endpoint.pk, set()).add("refused")
         report.failed += 1
         audit.record(
             actor=audit.SYSTEM,
@@ -517,19 +552,26 @@ def _retry_after(response: httpx.Response) -> timedelta | None:
     return None
 
 
-def _endpoint_health(outcome: dict[int, bool], now: datetime, report: WebhookReport) -> None:
-    """Record each endpoint's run: a success resets its failure run and brings its waiting
-    deliveries forward; a failure run longer than EVENT_WEBHOOK_DISABLE_HOURS disables it."""
+def _endpoint_health(outcome: dict[int, set[str]], now: datetime, report: WebhookReport) -> None:
+    """Record each endpoint's run: a success resets its failure run and, when nothing of this
+    batch asked to wait, brings its waiting deliveries forward; a failure run longer than
+    EVENT_WEBHOOK_DISABLE_HOURS disables it.
+
+    The endpoint rows are locked FOR NO KEY UPDATE (a booking's trigger only takes KEY SHARE on
+    them), skipping one a staff verb holds: its health waits for the next batch rather than
+    this batch waiting on it (a delete waits on the claimed deliveries: no deadlock)."""
     if not outcome:
         return
     limit = timedelta(hours=settings.EVENT_WEBHOOK_DISABLE_HOURS)
-    for endpoint in WebhookEndpoint.objects.select_for_update().filter(pk__in=sorted(outcome)):
-        if outcome[endpoint.pk]:
+    locked = WebhookEndpoint.objects.select_for_update(no_key=True, skip_locked=True)
+    for endpoint in locked.filter(pk__in=sorted(outcome)).order_by("pk"):
+        seen = outcome[endpoint.pk]
+        if "success" in seen:
             recovered = endpoint.consecutive_failures > 0
             endpoint.consecutive_failures = 0
             endpoint.failing_since = None
             endpoint.last_success_at = timezone.now()
-            if recovered:
+            if recovered and "later" not in seen:
                 WebhookDelivery.objects.filter(
                     endpoint=endpoint, state=DeliveryState.PENDING, next_attempt_at__gt=now
                 ).update(next_attempt_at=now)

@@ -328,3 +328,103 @@ def test_a_deliverer_killed_in_the_middle_loses_nothing(receiver):
     ids = [r.headers["webhook-id"] for r in receiver.received]
     # what the killed run sent comes again: at least once, never lost
     assert len(set(ids)) == 3 and len(ids) == 3 + sent_by_the_killed_run
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://exa mple.com/",
+        "http://a.example/\r\nX: y",
+        "http://user:secret@host.example/hooks",
+        "http://☃.net/",
+        "ftp://files.example.org/",
+        "https:///no-host",
+    ],
+)
+def test_an_address_the_client_cannot_send_to_is_refused_and_nothing_is_written(url):
+    with pytest.raises(webhooks.ValidationFailed) as refused:
+        webhooks.create_endpoint(name="Bad", url=url, actor="system")
+    assert (refused.value.code, refused.value.details.get("field")) == ("invalid_value", "url")
+    assert not WebhookEndpoint.objects.exists()
+    assert not EventAuditLog.objects.filter(verb__startswith="webhook_endpoint").exists()
+
+
+def test_a_stored_address_the_client_cannot_use_fails_its_delivery_and_the_run_goes_on(receiver):
+    bad = endpoint(receiver.url)
+    good = endpoint(receiver.url)
+    # an address stored before the verb's check knew it (the row written directly)
+    WebhookEndpoint.objects.filter(pk=bad.pk).update(url="http://☃.net/hooks")
+    book(factories.EventFactory(), 2)
+
+    report = webhooks.deliver_due()
+
+    assert (report.delivered, report.failed) == (2, 2)
+    assert WebhookDelivery.objects.filter(endpoint=good, state="delivered").count() == 2
+    failed = WebhookDelivery.objects.filter(endpoint=bad, state="failed")
+    assert failed.count() == 2 and all(d.last_error for d in failed)
+    assert webhooks.deliver_due().delivered == 0  # nothing left stuck at the head
+
+
+def test_a_success_beside_a_retry_keeps_the_retry_waiting(receiver):
+    """A batch answered 200 and 429 for one endpoint that was failing: the success resets
+    the failure run, but the rows told to come back later keep their backoff."""
+    hook = endpoint(receiver.url)
+    WebhookEndpoint.objects.filter(pk=hook.pk).update(consecutive_failures=3)
+    book(factories.EventFactory(), 1)
+    now = timezone.now()
+    webhooks.deliver_due(now=now)  # 200
+    receiver.status, receiver.answer_headers = 429, {"Retry-After": "3600"}
+    book(factories.EventFactory(), 1)
+    WebhookEndpoint.objects.filter(pk=hook.pk).update(consecutive_failures=3)
+    receiver.status = 200
+    # one wave answered 200 then, for the second message, 429
+    calls = iter([200, 429])
+
+    def answer_in_turn(*args, **kwargs):
+        receiver.status = next(calls, 429)
+        return original(*args, **kwargs)
+
+    original = webhooks._post
+    book(factories.EventFactory(), 1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(webhooks, "CONCURRENT", 1)  # one at a time: the answers in order
+        patch.setattr(webhooks, "_post", answer_in_turn)
+        webhooks.deliver_due(now=now)
+    retried = WebhookDelivery.objects.get(endpoint=hook, state="pending")
+    assert retried.next_attempt_at == now + timedelta(seconds=3600)
+    hook.refresh_from_db()
+    assert (hook.consecutive_failures, hook.failing_since) == (0, None)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_send_again_does_not_wait_for_a_delivery_being_sent(receiver):
+    from events.errors import Code
+
+    endpoint(receiver.url)
+    book(factories.EventFactory())
+    delivery = WebhookDelivery.objects.get()
+    held = threading.Event()
+    done = threading.Event()
+
+    def hold_the_row():
+        from django.db import transaction
+
+        try:
+            with transaction.atomic():
+                WebhookDelivery.objects.select_for_update().get(pk=delivery.pk)
+                held.set()
+                done.wait(10)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=hold_the_row)
+    thread.start()
+    try:
+        assert held.wait(10)
+        with pytest.raises(webhooks.InvalidTransition) as refused:
+            webhooks.send_again(delivery=delivery, actor="system")
+        assert refused.value.code == Code.INVALID_TRANSITION
+    finally:
+        done.set()
+        thread.join(10)
+    assert not EventAuditLog.objects.filter(verb="webhook_delivery.requeued").exists()
