@@ -12,6 +12,8 @@ host can subscribe to into `seams_webhookmessage` rows, and fans each out into o
 - `version` numbers the messages of a subject from 1 (the subject's row is locked by the writer
   of the change, so two writers number one after the other; the unique (subject, version)
   refuses anything else);
+- an endpoint being deleted is skipped (`FOR KEY SHARE … SKIP LOCKED`): a change never waits
+  for a delete nor fails on its foreign key;
 - when it queued a delivery, the trigger adds `webhooks` to the transaction's
   `events.after_commit` (events.hooks), and the delivery task is nudged after commit.
 """
@@ -117,7 +119,11 @@ BEGIN
     SELECT m.id, e.id, m.subject, m.version, 'pending', 0, now(), NULL, '', NULL, now()
       FROM messages m
       JOIN seams_webhookendpoint e
-        ON m.type = ANY (e.event_types) AND (e.event_id IS NULL OR e.event_id = m.event_id);
+        ON m.type = ANY (e.event_types) AND (e.event_id IS NULL OR e.event_id = m.event_id)
+    -- An endpoint being deleted (locked FOR UPDATE) gets nothing, and the change never waits
+    -- for the delete nor fails on its foreign key; staff's other verbs and the delivery run
+    -- lock FOR NO KEY UPDATE, which KEY SHARE does not meet.
+       FOR KEY SHARE OF e SKIP LOCKED;
     GET DIAGNOSTICS queued = ROW_COUNT;
     IF queued > 0 THEN
         PERFORM set_config(

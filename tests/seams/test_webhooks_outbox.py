@@ -229,3 +229,36 @@ def test_a_rush_of_bookings_nudges_once_per_second_and_process(django_capture_on
     webhooks._last_nudge[0] -= webhooks.NUDGE_EVERY  # a second later
     assert len(nudges(lambda: book(event), capture, fresh=False)) == 1
     assert WebhookMessage.objects.filter(type="registration.created").count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_change_neither_waits_for_nor_fails_on_an_endpoint_being_deleted():
+    """An endpoint locked by its delete (FOR UPDATE, held here by another connection) gets no
+    delivery, and the booking neither waits for the delete nor fails on the foreign key; an
+    endpoint a staff verb holds (FOR NO KEY UPDATE) still gets its delivery."""
+    import threading
+
+    deleting, editing = endpoint(name="Deleting"), endpoint(name="Editing")
+    event = factories.EventFactory()
+    held, done = threading.Event(), threading.Event()
+
+    def hold():
+        try:
+            with transaction.atomic():
+                WebhookEndpoint.objects.select_for_update().get(pk=deleting.pk)
+                WebhookEndpoint.objects.select_for_update(no_key=True).get(pk=editing.pk)
+                held.set()
+                done.wait(20)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert held.wait(10)
+        (reg,) = book(event)  # would wait 20 s (then fail on the FK) without SKIP LOCKED
+    finally:
+        done.set()
+        thread.join(20)
+    (message,) = WebhookMessage.objects.filter(subject=f"registration:{reg.pk}")
+    assert list(message.deliveries.values_list("endpoint", flat=True)) == [editing.pk]
