@@ -23,7 +23,7 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from events.errors import DomainError
+from events.errors import Code, DomainError
 from events.models import EventAuditLog, Registration
 from events.services import registrations
 from seams.models import WebhookDelivery, WebhookMessage
@@ -91,10 +91,13 @@ def test_every_message_arrives_in_version_order_per_subject(receiver, steps):
             )
         elif regs:
             reg = Registration.objects.get(pk=regs[value % len(regs)].pk)
+            written = (EventAuditLog.objects.count(), WebhookMessage.objects.count())
             try:
                 getattr(registrations, kind)(registration=reg, actor="x")
-            except DomainError:
-                pass  # a refused transition writes nothing
+            except DomainError as refused:
+                # a refused transition writes nothing, so no message either
+                assert refused.code == Code.INVALID_TRANSITION
+                assert (EventAuditLog.objects.count(), WebhookMessage.objects.count()) == written
         url = dead_url if answer is None else receiver.url
         if answer is not None:
             receiver.status = answer
