@@ -14,22 +14,24 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
-from django.db import DEFAULT_DB_ALIAS, connection
-from django.db.models import Exists, OuterRef
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db import DEFAULT_DB_ALIAS
+from django.db.models import F, Func, OuterRef, TextField
+from django.db.models.expressions import RawSQL
 
 from events import rules as core_rules
 from events.models import Event, Registration, RegistrationAnswer, Slot, Stage, Ticket
+from events.read import statements
 from events.read.statements import orm_sql
-from events.services import seats
+from events.services import registrations, seats
 
 UPCOMING_LIMIT = 50
 
 # The scan's reads are written by the ORM once per process and kept
-# (`events.read.statements.orm_sql`), then run on Django's cursor: compiling a query costs more
-# CPU than PostgreSQL spends running it (measured: the lookup's five-model join ~2 ms and the
-# answers' ~1 ms of a scan's ~6 ms), and their text never changes.
+# (`events.read.statements.orm_sql`), then run prepared (`statements.rows`): compiling a query
+# costs more CPU than PostgreSQL spends running it, and planning it more than running it too
+# (measured: the lookup's five-model join 0.4 ms to plan, 0.08 ms to run; the permission read
+# 1.2 ms and 0.17 ms). Their text never changes.
 
 # The lookup's models, each with its path from the registration, in select order.
 _JOINED: tuple[tuple[type[Any], str], ...] = (
@@ -42,24 +44,57 @@ _JOINED: tuple[tuple[type[Any], str], ...] = (
 _NAMES = {model: tuple(f.attname for f in model._meta.concrete_fields) for model, _ in _JOINED}
 
 
+def _answers_of(registration: Any) -> ArraySubquery:
+    """The choice answers of `registration` (an OuterRef or an id) as "Question: Choice", in
+    question order (answers without a choice, free text, are not shown)."""
+    return ArraySubquery(
+        RegistrationAnswer.objects.filter(registration_id=registration, choice__isnull=False)
+        .order_by("question__sequence", "question_id")
+        # The separator in the text, not a parameter: the statement takes only its key.
+        .annotate(
+            shown=Func(
+                F("question__title"),
+                F("choice__name"),
+                template="(%(expressions)s)",
+                arg_joiner=" || ': ' || ",
+                output_field=TextField(),
+            )
+        )
+        .values("shown")
+    )
+
+
 @cache
 def _lookup_sql(key: str) -> str:
     """The registration with its event, the event's stage, its ticket and slot (outer-joined:
-    either may be unset), found by `key` (`barcode`, `pk`)."""
+    either may be unset), found by `key` (`barcode`, `pk`), and its choice answers last."""
     names = [path + name for model, path in _JOINED for name in _NAMES[model]]
     probe = {"barcode": "", "pk": 0}[key]
-    query = Registration.objects.filter(**{key: probe}).order_by().values_list(*names)
+    query = (
+        Registration.objects.filter(**{key: probe})
+        .order_by()
+        .annotate(
+            desk_answers=_answers_of(OuterRef("pk")),
+            # The row versions the scan decides on (an admission is written only while both
+            # rows are still these: registrations.Seen). S611: table names from model meta.
+            event_version=RawSQL(registrations.row_version(Event._meta.db_table), ()),  # noqa: S611
+            registration_version=RawSQL(  # noqa: S611
+                registrations.row_version(Registration._meta.db_table), ()
+            ),
+        )
+        .values_list(*names, "desk_answers", "event_version", "registration_version")
+    )
     return orm_sql(query, [probe])
 
 
 def _lookup(key: str, value: Any) -> Registration | None:
-    """One query: the row of `_lookup_sql`, as instances (`Model.from_db`), the event's stage,
-    the registration's event, ticket and slot set on them (no query when read)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_lookup_sql(key), [value])
-        row = cursor.fetchone()
-    if row is None:
+    """One prepared statement: the row of `_lookup_sql`, as instances (`Model.from_db`), the
+    event's stage, the registration's event, ticket and slot set on them (no query when read),
+    its choice answers as `desk_answers` and the two rows' versions as `desk_seen`."""
+    found_rows = statements.rows(_lookup_sql(key), [value])
+    if not found_rows:
         return None
+    row = found_rows[0]
     found = []
     start = 0
     for model, _ in _JOINED:
@@ -71,59 +106,21 @@ def _lookup(key: str, value: Any) -> Registration | None:
     reg, event, stage, ticket, slot = found
     event.stage = stage
     reg.event, reg.ticket, reg.slot = event, ticket, slot
+    reg.desk_answers = list(row[start])
+    reg.desk_seen = registrations.Seen(event=row[start + 1], registration=row[start + 2])
     return reg
 
 
 def scanned_registration(*, barcode: str) -> Registration | None:
     """The registration whose barcode is exactly `barcode` (the unique index: no case folding,
-    no prefix), with its event and the event's stage, ticket and slot: one query."""
+    no prefix), with its event and the event's stage, ticket and slot, and its choice answers
+    (`desk_answers`, as `choice_answers` gives them): one query."""
     return _lookup("barcode", barcode)
 
 
 def desk_registration(*, registration_id: int) -> Registration | None:
     """One registration for the manual confirmation, joined like `scanned_registration`."""
     return _lookup("pk", registration_id)
-
-
-_USER_ID = object()  # where the user id goes among the permission statement's parameters
-
-
-@cache
-def _permission_sql(permission: str) -> tuple[str, tuple[Any, ...]]:
-    """Whether a user holds `permission` ("app_label.codename") directly and through one of its
-    groups, as Django's model backend reads them (two statements there), in one statement
-    written by the ORM once; with its parameters, `_USER_ID` where the user id goes."""
-    app_label, codename = permission.split(".", 1)
-    user_model = get_user_model()
-    granted = Permission.objects.filter(content_type__app_label=app_label, codename=codename)
-    direct = user_model.user_permissions.through.objects.filter(
-        user_id=OuterRef("pk"), permission__in=granted
-    )
-    grouped = user_model.groups.through.objects.filter(
-        user_id=OuterRef("pk"), group__permissions__in=granted
-    )
-    probe = -1  # no user has it: marks the user id among the parameters
-    query = (
-        user_model._default_manager.filter(pk=probe)
-        .order_by()
-        .annotate(direct=Exists(direct), grouped=Exists(grouped))
-        .values_list("direct", "grouped")
-    )
-    params = list(query.query.sql_with_params()[1])
-    sql = orm_sql(query, params)
-    return sql, tuple(_USER_ID if value == probe else value for value in params)
-
-
-def holds_permission(*, user_id: int, permission: str) -> bool:
-    """Django's model-backend answer to `has_perm(permission)` for an active user who is not a
-    superuser: granted to the user or to one of its groups. One query, its text written once
-    (Django's backend runs two, compiled anew for every request's user)."""
-    sql, template = _permission_sql(permission)
-    params = [user_id if value is _USER_ID else value for value in template]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-    return row is not None and bool(row[0] or row[1])
 
 
 def is_not_ongoing(event: Event, *, now: datetime) -> bool:
@@ -144,23 +141,13 @@ def desk_slots(*, event: Event) -> list[Slot]:
     return list(Slot.objects.filter(event=event).order_by("start_datetime", "id"))
 
 
-@cache
-def _choice_answers_sql() -> str:
-    query = (
-        RegistrationAnswer.objects.filter(registration_id=0, choice__isnull=False)
-        .order_by("question__sequence", "question_id")
-        .values_list("question__title", "choice__name")
-    )
-    return orm_sql(query, [0])
-
-
 def choice_answers(*, registration_id: int) -> list[str]:
     """The registration's choice answers as "Question: Choice", in question order (one query;
-    answers without a choice, free text, are not shown)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_choice_answers_sql(), [registration_id])
-        found = cursor.fetchall()
-    return [f"{title}: {choice}" for title, choice in found]
+    answers without a choice, free text, are not shown). The scan's lookup reads the same in
+    its own statement (`desk_answers`)."""
+    query = Registration.objects.filter(pk=registration_id).values_list(_answers_of(OuterRef("pk")))
+    found = query.first()
+    return list(found[0]) if found is not None else []
 
 
 def counters(*, event: Event, slot_id: int | None = None) -> dict[str, int]:

@@ -59,20 +59,12 @@ GUARD_ERRORS = ("forbidden", "service_unavailable", "server_error")
 
 
 def can_use_desk(user) -> bool:
-    """An active staff user holding PERMISSION, as Django's `has_perm` answers it (a superuser
-    holds every permission; otherwise the model backend's grants, to the user or to one of its
-    groups). The grants are read in one statement (`selectors.holds_permission`) and kept on
-    the user object; a request reads its user anew, so each request of a desk user pays that
-    one statement once, whatever else asks, and a revoked grant holds from the next request."""
-    if not (user.is_active and user.is_staff):
-        return False
-    if user.is_superuser:
-        return True
-    held = getattr(user, "_desk_permission", None)
-    if held is None:
-        held = selectors.holds_permission(user_id=user.pk, permission=PERMISSION)
-        user._desk_permission = held
-    return held
+    """An active staff user holding PERMISSION: Django's `has_perm` (a superuser holds every
+    permission; otherwise the model backend's grants, to the user or to one of its groups).
+    The signed-in user is read with its grants (config.auth.ModelBackend.get_user), so asking
+    costs no query; a request reads its user anew, so a revoked grant holds from the next
+    request."""
+    return user.is_active and user.is_staff and user.has_perm(PERMISSION)
 
 
 def error_response(error: DomainError) -> JsonResponse:

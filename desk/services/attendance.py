@@ -294,8 +294,8 @@ def _check_in(
     verb = "registration.attendance_confirmed" if manual else "registration.scanned"
     event = found.event
     status = _status(found, event, now=now, desk=desk)
-    # Read before any write: the answer to a nonce is stored with the write.
-    answers = selectors.choice_answers(registration_id=found.pk)
+    # Read by the lookup, before any write: the answer to a nonce is stored with the write.
+    answers = found.desk_answers
     reg = found
     if status == ScanStatus.CONFIRMED_REGISTRATION:
         locked: dict[str, Any] = {}
@@ -322,6 +322,7 @@ def _check_in(
                 recheck=recheck,
                 audit_also=[scanned],
                 rows_also=admitted,
+                seen=found.desk_seen,
             )
             return locked["answer"]
         except _NotAdmitted as refused:

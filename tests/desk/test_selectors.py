@@ -71,3 +71,13 @@ def test_choice_answers_in_question_order_without_free_text(django_assert_num_qu
     factories.RegistrationAnswerFactory(registration=reg, text_value="free text")
     with django_assert_num_queries(1):
         assert selectors.choice_answers(registration_id=reg.pk) == ["Size: M", "Diet: Vegan"]
+    # The scan's lookup reads the same answers in its own statement.
+    for read in (
+        lambda: selectors.scanned_registration(barcode=reg.barcode),
+        lambda: selectors.desk_registration(registration_id=reg.pk),
+    ):
+        with django_assert_num_queries(1):
+            assert read().desk_answers == ["Size: M", "Diet: Vegan"]
+    bare = factories.RegistrationFactory(event=reg.event)
+    assert selectors.scanned_registration(barcode=bare.barcode).desk_answers == []
+    assert selectors.choice_answers(registration_id=bare.pk) == []

@@ -97,16 +97,17 @@ def test_staff_without_the_desk_permission_gets_403(client, group):
     "grant",
     ["nothing", "desk group", "other group", "direct", "other direct", "superuser", "inactive"],
 )
-def test_the_desk_permission_is_django_s_has_perm_read_once_per_user(
+def test_the_desk_permission_is_django_s_has_perm_read_with_the_user(
     grant, django_assert_num_queries
 ):
     """desk.views.can_use_desk answers what `is_active and is_staff and has_perm(PERMISSION)`
-    answers through Django's model backend, for every way a permission can be held or not. It
-    reads the grants of the user and of its groups in one query (Django's backend: two) once
-    per user object: a request reads its user anew, so one request pays it once however often
-    it asks; an inactive user or a superuser costs none."""
+    answers through Django's model backend, for every way a permission can be held or not. The
+    user as a request reads it (config.auth.ModelBackend.get_user: one statement, its grants
+    and its groups' included) answers with no query more; a user read by Django's backend asks
+    PostgreSQL as Django does."""
     from django.contrib.auth.models import Permission
 
+    from config.auth import ModelBackend
     from desk.views import PERMISSION, can_use_desk
 
     readers, _ = Group.objects.get_or_create(name="Readers only")
@@ -122,13 +123,33 @@ def test_the_desk_permission_is_django_s_has_perm_read_once_per_user(
     if grant == "other direct":
         user.user_permissions.add(Permission.objects.get(codename="view_registration"))
     fresh = type(user).objects.get(pk=user.pk)  # no permission cache from the set-up
-    asked = type(user).objects.get(pk=user.pk)
-    with django_assert_num_queries(0 if grant in ("superuser", "inactive") else 1):
-        answer = can_use_desk(asked)
+    expected = fresh.is_active and fresh.is_staff and fresh.has_perm(PERMISSION)
+    assert expected == (grant in ("desk group", "direct", "superuser"))
+    with django_assert_num_queries(1):
+        signed_in = ModelBackend().get_user(user.pk)
+    if grant == "inactive":
+        assert signed_in is None  # Django's answer too: an inactive user is not signed in
+        return
     with django_assert_num_queries(0):
-        assert can_use_desk(asked) == answer  # the same user object: Django's cache
-    assert answer == (fresh.is_active and fresh.is_staff and fresh.has_perm(PERMISSION))
-    assert answer == (grant in ("desk group", "direct", "superuser"))
+        assert can_use_desk(signed_in) == expected
+    assert signed_in.get_all_permissions() == fresh.get_all_permissions()
+    # Control: a user read without its grants costs Django's queries (the superuser none).
+    read_by_django = type(user).objects.get(pk=user.pk)
+    with django_assert_num_queries(0 if grant == "superuser" else 2):
+        assert can_use_desk(read_by_django) == expected
+
+
+def test_a_grant_revoked_holds_from_the_next_request(client):
+    from django.contrib.auth.models import Permission
+
+    user = user_in(None, username="directly")
+    grant = Permission.objects.get(codename="checkin_registration")
+    user.user_permissions.add(grant)
+    client.force_login(user)
+    event = ongoing_event()
+    assert client.get(f"/desk/{event.pk}/").status_code == 200
+    user.user_permissions.remove(grant)
+    assert client.get(f"/desk/{event.pk}/").status_code == 403
 
 
 def test_a_non_staff_user_with_the_group_gets_403(client):

@@ -381,9 +381,9 @@ def test_catalog_read_killed_answers_503_and_the_next_read_answers(seam_secret):
 
 
 DESK_POINTS = {
-    # The session read is the request's first statement (after Django's health check), the
-    # user read the second, both before the view.
-    "session-read": r'FROM "django_session"',
+    # The session read is the request's first statement: a backend gone before it is a kept
+    # connection dropped between requests, replaced (the next test). The user read comes
+    # second, before the view.
     "user-read": r'FROM "auth_user" WHERE',
     "state-update": r'UPDATE "events_registration"',
     "audit-insert": r'INSERT INTO "events_eventauditlog"',
@@ -422,10 +422,10 @@ def test_desk_scan_killed_answers_503_admits_nobody_and_the_rescan_admits_once(p
 
 @pytest.mark.django_db(transaction=True)
 def test_desk_scan_after_its_kept_connection_was_dropped_admits_once():
-    """The kept connection was dropped between requests (a failover): Django's health check
-    (CONN_HEALTH_CHECKS) tests it before the request's first statement, the session read, and
-    replaces it, so the scan admits once instead of answering 503; the rescan finds the ticket
-    used."""
+    """The kept connection was dropped between requests (a failover): the request's first
+    statement, the session read, tests it in place of Django's health check (CONN_HEALTH_CHECKS;
+    `statements.first_rows`) and replaces it, so the scan admits once instead of answering 503;
+    the rescan finds the ticket used. The same when the backend goes just before that read."""
     reg = factories.RegistrationFactory(event=ongoing_event())
     client = Client(raise_request_exception=False)
     client.force_login(desk_user())
@@ -434,8 +434,14 @@ def test_desk_scan_after_its_kept_connection_was_dropped_admits_once():
     dropped_between_requests()
     first = client.post(SCAN, data=scan, content_type=JSON)
     request_finished()
-
     assert (first.status_code, first.json()["status"]) == (200, "confirmed_registration")
+
+    other = factories.RegistrationFactory(event=reg.event)
+    with backend_killed_before(r'FROM "django_session"'):
+        answer = client.post(SCAN, data=json.dumps({"barcode": other.barcode}), content_type=JSON)
+    request_finished()
+    assert (answer.status_code, answer.json()["status"]) == (200, "confirmed_registration")
+
     second = client.post(SCAN, data=scan, content_type=JSON)
     assert (second.status_code, second.json()["status"]) == (200, "already_registered")
     admissions = EventAuditLog.objects.filter(

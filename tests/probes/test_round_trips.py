@@ -548,3 +548,73 @@ def test_undoing_attendance_is_two_and_adds_no_scheduler_row(wire):
     assert Registration.objects.get(pk=registration.pk).state == "open"
     assert MailRegistration.objects.count() == before
     assert seats.event_summary(event=event).reserved == 1
+
+
+# --- a desk scan, the whole request --------------------------------------------------------
+
+# The session (the request's first statement: it tests the kept connection in place of
+# Django's health check), the user with its grants, the lookup with the choice answers, then
+# the admission: BEGIN, the two locks, the check that both rows are as the lookup saw them, the
+# ledger, the registration with the audit rows and the nonce's answer, COMMIT.
+DESK_ADMISSION_ROUND_TRIPS = 4
+# The session, the user, the lookup, the scan's audit row with the nonce's answer.
+DESK_ANSWER_ROUND_TRIPS = 4
+
+
+def _desk_client():
+    from django.contrib.auth.models import Group
+    from django.test import Client
+
+    user = factories.UserFactory(username="door-rt")
+    user.groups.add(Group.objects.get(name="Event desk"))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _scan(client, barcode: str, nonce: str) -> str:
+    import json
+
+    response = client.post(
+        "/desk/api/scan",
+        data=json.dumps({"barcode": barcode, "nonce": nonce}),
+        content_type="application/json",
+    )
+    assert response.status_code == 200, response.content
+    return response.json()["status"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_desk_scan_over_http_is_four_round_trips_admitted_or_not(wire):
+    from django.utils import timezone
+
+    begin = timezone.now() - timedelta(hours=1)
+    event = factories.EventFactory(
+        date_begin=begin, date_end=begin + timedelta(hours=8), seats_limited=True, seats_max=50
+    )
+    tickets = registrations.register(
+        event=event, attendees=[{"name": f"A{i}"} for i in range(6)], actor="system"
+    )
+    client = _desk_client()
+    for ticket in tickets[:3]:  # psycopg prepares each statement on its second use
+        assert _scan(client, ticket.barcode, f"warm-{ticket.pk}") == "confirmed_registration"
+        assert _scan(client, ticket.barcode, f"rewarm-{ticket.pk}") == "already_registered"
+
+    for ticket in tickets[3:]:
+        connection.health_check_done = False  # a new request on the kept connection
+        wire.reset()
+        with CaptureQueriesContext(connection) as statements:
+            assert _scan(client, ticket.barcode, f"n-{ticket.pk}") == "confirmed_registration"
+        assert wire.count() == DESK_ADMISSION_ROUND_TRIPS
+        sent = [q["sql"] for q in statements.captured_queries]
+        assert 'FROM "django_session"' in sent[0]
+        assert "rows as seen" in next(sql for sql in sent if "events_rows_guard" in sql)
+
+        connection.health_check_done = False
+        wire.reset()
+        assert _scan(client, ticket.barcode, f"again-{ticket.pk}") == "already_registered"
+        assert wire.count() == DESK_ANSWER_ROUND_TRIPS
+
+    assert seats.event_summary(event=event).used == 6
+    assert seats.audit(event=event) == []
+    assert EventAuditLog.objects.filter(verb="registration.attended").count() == 6

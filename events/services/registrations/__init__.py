@@ -33,11 +33,13 @@ from events.services.registrations.rules import (  # noqa: F401
     clean_answers,
 )
 from events.services.registrations.transitions import (  # noqa: F401
+    Seen,
     archive,
     cancel,
     confirm,
     mark_attended,
     reset_to_draft,
+    row_version,
     unarchive,
     undo_attendance,
 )

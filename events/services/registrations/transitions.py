@@ -6,10 +6,11 @@ overlays' hooks once it committed.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import DatabaseError, connection, models, transaction
 from django.utils import timezone
@@ -37,6 +38,26 @@ from events.services.registrations.rules import AUDIT_VERBS, CANCEL_SOURCES, TRA
 # --- transitions ---------------------------------------------------------------------------
 
 
+class Seen(NamedTuple):
+    """The row versions (`row_version`) of the Event and the registration a caller decided on,
+    read without a lock (the desk's lookup)."""
+
+    event: str
+    registration: str
+
+
+def row_version(table: str) -> str:
+    """The SQL of a row's version, as text: the transaction that wrote it (`xmin`) and where
+    (`ctid`). Any UPDATE writes a new version: another transaction's has another xmin, and one
+    of the same transaction (a caller's block) another ctid (the version it replaces is not
+    dead before that transaction ends, so its place cannot be reused)."""
+    return f'("{table}".xmin::text || \' \' || "{table}".ctid::text)'
+
+
+class _RowsChanged(Exception):
+    """The rows are no longer the versions the caller saw: nothing was written."""
+
+
 def _transition(
     registration: Registration,
     to: str,
@@ -48,6 +69,7 @@ def _transition(
     recheck: Callable[[Event, Registration], None] | None = None,
     audit_also: Sequence[EventAuditLog] = (),
     rows_also: Callable[[Event, Registration], Sequence[models.Model]] | None = None,
+    seen: Seen | None = None,
 ) -> Registration:
     """`recheck(event, registration)` runs first on the locked rows: the caller's own gates on
     what may have changed since it decided to call (the desk's scan answer); it refuses by
@@ -55,8 +77,35 @@ def _transition(
     the transition's in the same statement and transaction. `rows_also(event, registration)`
     runs on the changed rows and answers the caller's own rows (of one model: the desk's first
     answer to a nonce), inserted in that statement too: a violation of their constraints
-    fails the whole transition."""
+    fails the whole transition.
+
+    `seen`: the caller decided on `registration` and its `event` as read without a lock, at
+    these row versions. The transition is then decided on those rows and sent in one round
+    trip with its locks, behind a check, made once the locks are granted, that both rows are
+    still those versions; when either changed, nothing is written and the transition runs as
+    without `seen` (locks, `recheck`, then the writes). Unchanged rows decide as the locked
+    ones would: the same values."""
     now = now or timezone.now()
+    if seen is not None:
+        # A copy is written on: when the rows changed, the caller's instance is as it read it.
+        seen_reg = copy.copy(registration)
+        seen_reg._state = copy.copy(registration._state)
+        try:
+            with transaction.atomic():
+                return _write(
+                    registration.event,
+                    seen_reg,
+                    to,
+                    verb,
+                    actor,
+                    now=now,
+                    cancel_source=cancel_source,
+                    audit_also=audit_also,
+                    rows_also=rows_also,
+                    seen=seen,
+                )
+        except _RowsChanged:
+            pass  # decided again below, on the locked rows
     with transaction.atomic():
         # With the locks, what the transition's followers need: the after_sub schedulers of a
         # draft being confirmed (the one way from draft into `open`), whether someone waits for
@@ -70,86 +119,169 @@ def _transition(
         event, reg = reads.event, reads.registration
         if recheck is not None:
             recheck(event, reg)
-        source = reg.state
-        if TRANSITIONS.get((source, to)) != verb:
-            raise InvalidTransition(
-                f"A registration cannot go from {source} to {to} by {verb}.",
-                state=source,
-                to=to,
-            )
-        if to in (S.OPEN, S.DONE) and event.kanban_state == KanbanState.CANCEL:
-            # spec.md §4: nothing enters open/done on a cancelled event (attendance included).
-            raise RegistrationsClosed("The event is cancelled.")
-        if not reg.active and (source, to) in ((S.DRAFT, S.OPEN),):
-            raise InvalidTransition("An archived registration cannot be confirmed.", state=source)
-
-        hold = _ledger_delta(source, to, reg) if reg.active else None
-        reg.state = to
-        # Who cancelled (staff / order) decides the seam's mint count; leaving `cancel` clears it.
-        reg.cancel_source = cancel_source if to == S.CANCEL else ""
-        if to == S.OPEN and reg.confirmed_at is None:
-            reg.confirmed_at = now
-        if to == S.DONE and reg.date_closed is None:
-            reg.date_closed = now
-        audit_rows = [
-            audit.entry(
-                actor=actor, verb=AUDIT_VERBS[verb], registration=reg, data={"state": [source, to]}
-            ),
-            *audit_also,
-        ]
-        also = rows_also(event, reg) if rows_also is not None else ()
-        if reg.active and source in (S.OPEN, S.DONE) and to in (S.CANCEL, S.DRAFT):
-            # A seat is free: nudge the waiting list after commit.
-            waitlist_nudge.seats_freed(event, someone_waits=reads.someone_waits)
-        opening = to == S.OPEN and source == S.DRAFT
-        # The overlays' hooks run once this commits, told what their triggers asked for
-        # (events.hooks), which the last statement before the COMMIT reads.
-        signals: list[frozenset[str]] = [frozenset()]
-        transaction.on_commit(
-            lambda: hooks.run(hooks.registrations_changed, [reg], actor, signals[0]),
-            robust=True,
+        return _write(
+            event,
+            reg,
+            to,
+            verb,
+            actor,
+            now=now,
+            cancel_source=cancel_source,
+            audit_also=audit_also,
+            rows_also=rows_also,
+            after_sub=reads.after_sub,
+            someone_waits=reads.someone_waits,
         )
-        # The seats, the row with the audit rows, the after_sub rows, the overlays' signals,
-        # then COMMIT: one round trip. Each statement checks itself (a reserve's limits, a
-        # ledger or registration row not there), so a failure skips what is queued behind it;
-        # a refusal surfaces at the block's end (seats.refusals). The COMMIT is only queued
-        # when the transaction is the transition's own (`Pipeline.commit`).
-        ledger: Any = None
-        cursors: list[Any] = []
-        try:
-            with (
-                seats.refusals(reg.slot_id, reg.ticket),
-                _row_guard(reg),
-                pipeline.pipelined(own_transaction=True) as pipe,
-            ):
-                if reg.active and opening:
-                    ledger = seats.send_reserve(
-                        event=event, slot_id=reg.slot_id, ticket=reg.ticket, count=1
-                    )
-                elif hold is not None:
-                    ledger = seats.send_apply(event=event, holds=[hold], guarded=True)
-                if ledger is not None and ledger.cursor is not None:
-                    cursors.append(ledger.cursor)  # closed by check() / result(), or below
-                cursors.append(_send_transition(reg, audit_rows, also))
-                if opening:
-                    scheduler.registrations_opened(
-                        event=event, registrations=[reg], now=now, schedulers=reads.after_sub
-                    )
-                asked = pipeline.cursor()
-                cursors.append(asked)
-                asked.execute(booking_sql.AFTER_COMMIT_SQL, [])
-                pipe.commit()
-            signals[0] = booking_sql.after_commit_names(asked.fetchone()[0])
-            if isinstance(ledger, seats.Reservation):
-                ledger.check()  # the counters it produced (the check itself ran in the statement)
-            elif ledger is not None:
-                # The rows it changed. Its own statement refused a missing row before the
-                # COMMIT queued behind it; result()'s count check cannot fail after that.
-                ledger.result()
-        finally:
-            for cursor in cursors:
-                cursor.close()
+
+
+def _write(
+    event: Event,
+    reg: Registration,
+    to: str,
+    verb: str,
+    actor: Any,
+    *,
+    now,
+    cancel_source: str,
+    audit_also: Sequence[EventAuditLog],
+    rows_also: Callable[[Event, Registration], Sequence[models.Model]] | None,
+    after_sub: list | None = None,
+    someone_waits: bool | None = None,
+    seen: Seen | None = None,
+) -> Registration:
+    """Decide the transition on `event` and `reg` (locked, or as `seen`), then write it: the
+    seats, the row with the audit rows, the after_sub rows, the overlays' signals and COMMIT,
+    in one round trip (with `seen`, behind the locks and the check that the rows are as seen:
+    a changed row raises _RowsChanged, nothing written)."""
+    source = reg.state
+    if TRANSITIONS.get((source, to)) != verb:
+        raise InvalidTransition(
+            f"A registration cannot go from {source} to {to} by {verb}.",
+            state=source,
+            to=to,
+        )
+    if to in (S.OPEN, S.DONE) and event.kanban_state == KanbanState.CANCEL:
+        # spec.md §4: nothing enters open/done on a cancelled event (attendance included).
+        raise RegistrationsClosed("The event is cancelled.")
+    if not reg.active and (source, to) in ((S.DRAFT, S.OPEN),):
+        raise InvalidTransition("An archived registration cannot be confirmed.", state=source)
+
+    hold = _ledger_delta(source, to, reg) if reg.active else None
+    reg.state = to
+    # Who cancelled (staff / order) decides the seam's mint count; leaving `cancel` clears it.
+    reg.cancel_source = cancel_source if to == S.CANCEL else ""
+    if to == S.OPEN and reg.confirmed_at is None:
+        reg.confirmed_at = now
+    if to == S.DONE and reg.date_closed is None:
+        reg.date_closed = now
+    audit_rows = [
+        audit.entry(
+            actor=actor, verb=AUDIT_VERBS[verb], registration=reg, data={"state": [source, to]}
+        ),
+        *audit_also,
+    ]
+    also = rows_also(event, reg) if rows_also is not None else ()
+    if reg.active and source in (S.OPEN, S.DONE) and to in (S.CANCEL, S.DRAFT):
+        # A seat is free: nudge the waiting list after commit.
+        waitlist_nudge.seats_freed(event, someone_waits=someone_waits)
+    opening = to == S.OPEN and source == S.DRAFT
+    # The overlays' hooks run once this commits, told what their triggers asked for
+    # (events.hooks), which the last statement before the COMMIT reads.
+    signals: list[frozenset[str]] = [frozenset()]
+    transaction.on_commit(
+        lambda: hooks.run(hooks.registrations_changed, [reg], actor, signals[0]),
+        robust=True,
+    )
+    # The seats, the row with the audit rows, the after_sub rows, the overlays' signals,
+    # then COMMIT: one round trip. Each statement checks itself (a reserve's limits, a
+    # ledger or registration row not there), so a failure skips what is queued behind it;
+    # a refusal surfaces at the block's end (seats.refusals). The COMMIT is only queued
+    # when the transaction is the transition's own (`Pipeline.commit`).
+    ledger: Any = None
+    cursors: list[Any] = []
+    try:
+        with (
+            seats.refusals(reg.slot_id, reg.ticket),
+            _row_guard(reg),
+            _as_seen(seen),
+            pipeline.pipelined(own_transaction=True) as pipe,
+        ):
+            if seen is not None:
+                for sql, params in _seen_statements(event.pk, reg.pk, seen):
+                    cursors.append(pipeline.cursor())
+                    cursors[-1].execute(sql, params)
+            if reg.active and opening:
+                ledger = seats.send_reserve(
+                    event=event, slot_id=reg.slot_id, ticket=reg.ticket, count=1
+                )
+            elif hold is not None:
+                ledger = seats.send_apply(event=event, holds=[hold], guarded=True)
+            if ledger is not None and ledger.cursor is not None:
+                cursors.append(ledger.cursor)  # closed by check() / result(), or below
+            cursors.append(_send_transition(reg, audit_rows, also))
+            if opening:
+                scheduler.registrations_opened(
+                    event=event, registrations=[reg], now=now, schedulers=after_sub
+                )
+            asked = pipeline.cursor()
+            cursors.append(asked)
+            asked.execute(booking_sql.AFTER_COMMIT_SQL, [])
+            pipe.commit()
+        signals[0] = booking_sql.after_commit_names(asked.fetchone()[0])
+        if isinstance(ledger, seats.Reservation):
+            ledger.check()  # the counters it produced (the check itself ran in the statement)
+        elif ledger is not None:
+            # The rows it changed. Its own statement refused a missing row before the
+            # COMMIT queued behind it; result()'s count check cannot fail after that.
+            ledger.result()
+    finally:
+        for cursor in cursors:
+            cursor.close()
     return reg
+
+
+SEEN_CHECK = "rows as seen"
+
+
+@cache
+def _seen_sql() -> tuple[str, str, str]:
+    """The two locks of a transition (Event, then the registration: every core verb's order)
+    and the check that both rows are still the versions the caller saw, failing the
+    transaction (`events_rows_guard`) when either changed."""
+    event, registration = Event._meta.db_table, Registration._meta.db_table
+    # S608: built from constants (table names from model meta); values are params.
+    return (
+        f"SELECT 1 FROM {event} e WHERE e.id = %s FOR UPDATE OF e",  # noqa: S608
+        f"SELECT 1 FROM {registration} r WHERE r.id = %s FOR UPDATE OF r",  # noqa: S608
+        f"""SELECT events_rows_guard(
+            (SELECT count(*) FROM {event}, {registration}
+              WHERE {event}.id = %s AND {row_version(event)} = %s
+                AND {registration}.id = %s AND {row_version(registration)} = %s),
+            1, '{SEEN_CHECK}')""",  # noqa: S608
+    )
+
+
+def _seen_statements(event_id: int, registration_id: int, seen: Seen) -> list[tuple[str, list]]:
+    lock_event, lock_registration, check = _seen_sql()
+    return [
+        (lock_event, [event_id]),
+        (lock_registration, [registration_id]),
+        (check, [event_id, seen.event, registration_id, seen.registration]),
+    ]
+
+
+@contextmanager
+def _as_seen(seen: Seen | None) -> Iterator[None]:
+    """Inside: the check of `_seen_sql` failing comes out as _RowsChanged (before `_row_guard`
+    reads it as a defect). It runs before the seats' statement, so a changed row is never
+    reported as a seat refusal."""
+    try:
+        yield
+    except DatabaseError as exc:
+        message, detail = guard_refusal(exc)
+        if seen is None or message != "events_rows_missing" or not detail.startswith(SEEN_CHECK):
+            raise
+        raise _RowsChanged(detail) from exc
 
 
 @cache
@@ -226,9 +358,10 @@ def mark_attended(
     recheck: Callable[[Event, Registration], None] | None = None,
     audit_also: Sequence[EventAuditLog] = (),
     rows_also: Callable[[Event, Registration], Sequence[models.Model]] | None = None,
+    seen: Seen | None = None,
 ) -> Registration:
-    """`recheck`, `audit_also` and `rows_also`: see `_transition` (the desk admits through
-    them)."""
+    """`recheck`, `audit_also`, `rows_also` and `seen`: see `_transition` (the desk admits
+    through them)."""
     return _transition(
         registration,
         S.DONE,
@@ -238,6 +371,7 @@ def mark_attended(
         recheck=recheck,
         audit_also=audit_also,
         rows_also=rows_also,
+        seen=seen,
     )
 
 
