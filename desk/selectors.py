@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db import DEFAULT_DB_ALIAS
@@ -87,10 +87,18 @@ def _lookup_sql(key: str) -> str:
     return orm_sql(query, [probe])
 
 
-def _lookup(key: str, value: Any) -> Registration | None:
-    """One prepared statement: the row of `_lookup_sql`, as instances (`Model.from_db`), the
-    event's stage, the registration's event, ticket and slot set on them (no query when read),
-    its choice answers as `desk_answers` and the two rows' versions as `desk_seen`."""
+class Found(NamedTuple):
+    """A registration found at the desk: with its event (and the event's stage), ticket and
+    slot set on it (no query when read), its choice answers ("Question: Choice", as
+    `choice_answers`) and the versions of its row and its event's row the scan decides on."""
+
+    registration: Registration
+    answers: list[str]
+    seen: registrations.Seen
+
+
+def _lookup(key: str, value: Any) -> Found | None:
+    """One prepared statement: the row of `_lookup_sql`, as instances (`Model.from_db`)."""
     found_rows = statements.rows(_lookup_sql(key), [value])
     if not found_rows:
         return None
@@ -106,19 +114,17 @@ def _lookup(key: str, value: Any) -> Registration | None:
     reg, event, stage, ticket, slot = found
     event.stage = stage
     reg.event, reg.ticket, reg.slot = event, ticket, slot
-    reg.desk_answers = list(row[start])
-    reg.desk_seen = registrations.Seen(event=row[start + 1], registration=row[start + 2])
-    return reg
+    seen = registrations.Seen(event=row[start + 1], registration=row[start + 2])
+    return Found(reg, list(row[start]), seen)
 
 
-def scanned_registration(*, barcode: str) -> Registration | None:
+def scanned_registration(*, barcode: str) -> Found | None:
     """The registration whose barcode is exactly `barcode` (the unique index: no case folding,
-    no prefix), with its event and the event's stage, ticket and slot, and its choice answers
-    (`desk_answers`, as `choice_answers` gives them): one query."""
+    no prefix), as `Found`: one query."""
     return _lookup("barcode", barcode)
 
 
-def desk_registration(*, registration_id: int) -> Registration | None:
+def desk_registration(*, registration_id: int) -> Found | None:
     """One registration for the manual confirmation, joined like `scanned_registration`."""
     return _lookup("pk", registration_id)
 
@@ -144,7 +150,7 @@ def desk_slots(*, event: Event) -> list[Slot]:
 def choice_answers(*, registration_id: int) -> list[str]:
     """The registration's choice answers as "Question: Choice", in question order (one query;
     answers without a choice, free text, are not shown). The scan's lookup reads the same in
-    its own statement (`desk_answers`)."""
+    its own statement (`Found.answers`)."""
     query = Registration.objects.filter(pk=registration_id).values_list(_answers_of(OuterRef("pk")))
     found = query.first()
     return list(found[0]) if found is not None else []

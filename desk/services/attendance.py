@@ -226,7 +226,7 @@ def _scan(barcode: str, who: Actor, *, now, desk: _Desk, nonce: _Nonce | None) -
     code = clean_barcode(barcode)
     found = selectors.scanned_registration(barcode=code) if code is not None else None
     if found is not None:
-        return _check_in(found, who, now=now, desk=desk, manual=False, nonce=nonce)
+        return _check_in(*found, who, now=now, desk=desk, manual=False, nonce=nonce)
     answer = {"status": ScanStatus.INVALID_TICKET.value}
     # A trail of unknown codes tried at the door.
     data = {
@@ -258,7 +258,7 @@ def confirm_attendance(
     if found is None:
         raise NotFound(f"Registration {registration_id} does not exist.")
     desk = _Desk(None, None)
-    return _once(key, lambda: _check_in(found, who, now=now, desk=desk, manual=True, nonce=key))
+    return _once(key, lambda: _check_in(*found, who, now=now, desk=desk, manual=True, nonce=key))
 
 
 class _Desk(NamedTuple):
@@ -279,23 +279,33 @@ class _NotAdmitted(Exception):
 
 
 def _check_in(
-    found: Registration, who: Actor, *, now, desk: _Desk, manual: bool, nonce: _Nonce | None
+    found: Registration,
+    answers: list[str],
+    seen: registrations.Seen,
+    who: Actor,
+    *,
+    now,
+    desk: _Desk,
+    manual: bool,
+    nonce: _Nonce | None,
 ) -> dict[str, Any]:
     """Decide, write only on `confirmed_registration`, audit (and store the answer to a nonce).
 
     An answer that writes nothing is decided on the committed rows of the lookup (no lock: it
     is the last committed state) and writes its audit row alone (one statement). An admission
-    is decided again on the rows `mark_attended` locks (Event, then Registration: the order of
-    every core verb, so no deadlock with a concurrent cancel), and the scan's audit row is written
-    with the transition's, in its transaction; when the locked rows answer otherwise, the transition
-    writes nothing and the scan's audit row records that answer. The answer to a nonce travels
-    in the statement of the scan's audit row.
+    is written by `mark_attended` in one round trip with its locks (Event, then Registration:
+    the order of every core verb, so no deadlock with a concurrent cancel) while both rows are
+    still the versions the lookup read (`seen`); when either changed, it is decided again on
+    the locked rows, and when those answer otherwise, the transition writes nothing and the
+    scan's audit row records that answer. The scan's audit row is written with the
+    transition's, in its transaction. The answer to a nonce travels in the statement of the
+    scan's audit row.
     """
     verb = "registration.attendance_confirmed" if manual else "registration.scanned"
     event = found.event
     status = _status(found, event, now=now, desk=desk)
-    # Read by the lookup, before any write: the answer to a nonce is stored with the write.
-    answers = found.desk_answers
+    # `answers` were read by the lookup, before any write: the answer to a nonce is stored
+    # with the write.
     reg = found
     if status == ScanStatus.CONFIRMED_REGISTRATION:
         locked: dict[str, Any] = {}
@@ -322,7 +332,7 @@ def _check_in(
                 recheck=recheck,
                 audit_also=[scanned],
                 rows_also=admitted,
-                seen=found.desk_seen,
+                seen=seen,
             )
             return locked["answer"]
         except _NotAdmitted as refused:

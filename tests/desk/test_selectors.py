@@ -35,7 +35,7 @@ def test_the_lookup_answers_as_select_related_with_its_relations_loaded(
         lambda: selectors.desk_registration(registration_id=reg.pk),
     ):
         with django_assert_num_queries(1):
-            found = read()
+            found = read().registration
         with django_assert_num_queries(0):
             related = (found.event, found.event.stage, found.ticket, found.slot)
         assert values(found) == values(expected)
@@ -77,7 +77,7 @@ def test_choice_answers_in_question_order_without_free_text(django_assert_num_qu
         lambda: selectors.desk_registration(registration_id=reg.pk),
     ):
         with django_assert_num_queries(1):
-            assert read().desk_answers == ["Size: M", "Diet: Vegan"]
+            assert read().answers == ["Size: M", "Diet: Vegan"]
     bare = factories.RegistrationFactory(event=reg.event)
-    assert selectors.scanned_registration(barcode=bare.barcode).desk_answers == []
+    assert selectors.scanned_registration(barcode=bare.barcode).answers == []
     assert selectors.choice_answers(registration_id=bare.pk) == []
