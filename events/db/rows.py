@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.utils import timezone
+from psycopg import pq
 
 from events.db import pipeline
 
@@ -186,11 +187,22 @@ def fetch(sql: str, params: Sequence[Any]) -> list[tuple]:
     cursor = pipeline.cursor()
     try:
         cursor.execute(sql, params)
-        if cursor.description is not None or pipeline.in_pipeline():  # the cheap test first
+        if _answered_rows(cursor) or pipeline.in_pipeline():  # the cheap test first
             return cursor.fetchall()
         return []
     finally:
         cursor.close()
+
+
+_ROWS = frozenset({pq.ExecStatus.TUPLES_OK, pq.ExecStatus.SINGLE_TUPLE})
+
+
+def _answered_rows(cursor) -> bool:
+    """Whether the cursor's statement answered rows (a SELECT, a RETURNING): psycopg's
+    `description` tells the same, but builds a Column object per column to say it (eighty for
+    the desk's lookup, on every scan)."""
+    result = cursor.pgresult
+    return result is not None and result.status in _ROWS
 
 
 def fetch_many(
@@ -209,7 +221,7 @@ def fetch_many(
                 cursor = pipeline.cursor()
                 cursors.append(cursor)
                 cursor.execute(sql, params)
-        return [cursor.fetchall() if cursor.description is not None else [] for cursor in cursors]
+        return [cursor.fetchall() if _answered_rows(cursor) else [] for cursor in cursors]
     finally:
         for cursor in cursors:
             cursor.close()
