@@ -2,23 +2,39 @@
 
 In order: an explicit choice in the query string (`?lang=fr`, the public pages' switcher: plain
 links, no JavaScript, the same URLs), then the choice remembered in the language cookie, then
-`Accept-Language`, then `LANGUAGE_CODE`. A choice made with `?lang=` is remembered in the cookie,
-so the next page (and the form posted from it) keeps it. The language is active only while the
-request is answered: a worker thread never keeps a visitor's language.
+the first language of `Accept-Language` the product has, then `LANGUAGE_CODE`. A choice made
+with `?lang=` is remembered in the cookie, so the next page (and the form posted from it)
+keeps it. `request.expressed_language` is the language the visitor asked for in one of these
+ways, or None (the intake then registers in the event's default language). The language is
+active only while the request is answered: a thread never keeps a visitor's language.
 """
 
 from __future__ import annotations
 
 from django.conf import settings
+from django.http import HttpRequest
 from django.utils import translation
 from django.utils.cache import patch_vary_headers
+from django.utils.translation.trans_real import parse_accept_lang_header
 
-LANGUAGE_CODES = frozenset(code for code, _name in settings.LANGUAGES)
+from events.i18n import supported
 
 
-def supported(value: object) -> str | None:
-    """`value` when it names one of the product's languages (LANGUAGES), else None."""
-    return value if isinstance(value, str) and value in LANGUAGE_CODES else None
+def expressed_language(request: HttpRequest) -> str | None:
+    """The product language the request asks for (?lang=, the cookie, Accept-Language)."""
+    chosen = supported(request.GET.get("lang")) or supported(
+        request.COOKIES.get(settings.LANGUAGE_COOKIE_NAME)
+    )
+    if chosen is not None:
+        return chosen
+    for code, _quality in parse_accept_lang_header(request.headers.get("Accept-Language", "")):
+        if code == "*":
+            break
+        try:
+            return translation.get_supported_language_variant(code)
+        except LookupError:
+            continue
+    return None
 
 
 class LocaleMiddleware:
@@ -26,10 +42,12 @@ class LocaleMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        chosen = supported(request.GET.get("lang")) if "lang" in request.GET else None
-        language = chosen or translation.get_language_from_request(request)
+        chosen = supported(request.GET.get("lang"))
+        expressed = chosen or expressed_language(request)
+        language = expressed or settings.LANGUAGE_CODE
+        request.LANGUAGE_CODE = language
+        request.expressed_language = expressed
         with translation.override(language):
-            request.LANGUAGE_CODE = language
             response = self.get_response(request)
         patch_vary_headers(response, ("Accept-Language", "Cookie"))
         response.headers.setdefault("Content-Language", language)

@@ -23,7 +23,7 @@ from django.conf import settings
 from django.template import Context, Template
 from django.utils import dateformat, timezone
 
-from events import template_plans
+from events import i18n, template_plans
 from events.db import outbox_sql
 from events.errors import TemplateMissing
 from events.models import (
@@ -41,8 +41,9 @@ from events.template_plans import html_to_text
 
 
 def format_begin(moment, tz_name: str) -> str:
+    """The moment in the event's time zone, in the active language's words."""
     local = moment.astimezone(zoneinfo.ZoneInfo(tz_name))
-    return f"{dateformat.format(local, 'l j F Y, H:i')} ({tz_name})"
+    return f"{dateformat.format(local, i18n.date_format())} ({tz_name})"
 
 
 # The fields a message template may use, per object of its context (copied into plain dicts).
