@@ -289,8 +289,21 @@ class _Reader(ast.NodeVisitor):
 
 def unmarked_messages(source: str, *, strict: bool = False) -> list[tuple[int, str]]:
     """(line, text) of each message literal of `source` that gettext does not hold."""
+    tree = ast.parse(source)
     reader = _Reader(errors=_error_names(), strict=strict)
-    reader.visit(ast.parse(source))
+    reader.visit(tree)
+    # A module's constant holding a sentence is a message given by name.
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and all(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+            and SENTENCE.search(node.value.value)
+            and "\n" not in node.value.value  # SQL, a script: code, not a message
+            and node.value.value not in NOT_WORDS
+        ):
+            reader._report(node.value)
     return sorted(reader.found)
 
 
@@ -325,6 +338,8 @@ def test_attendee_messages_in_python_are_marked():
         ('logger.info("a line for staff")', True, []),
         ('def f():\n    """A docstring says what it does."""\n', True, []),
         ('hint = f"{n} seats left"', True, [(1, "f'{n} seats left'")]),
+        ('NOT_NOW = "Please try again later."', False, [(1, "'Please try again later.'")]),
+        ('NOT_NOW = gettext_lazy("Please try again later.")', False, []),
     ],
 )
 def test_the_python_reader_reports_unmarked_messages(source, strict, expected):

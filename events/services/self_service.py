@@ -19,11 +19,11 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.template.loader import render_to_string
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
+from django.utils.translation import gettext_lazy, ngettext
 
-from events import inputs, ports, rules
+from events import i18n, inputs, ports, rules
 from events.adapters import format_begin, html_to_text
 from events.db import locks
 from events.errors import (
@@ -52,7 +52,7 @@ MAIL_TEMPLATE = "events/mail/registration_cancelled.html"
 MAIL_SUBJECT = "events/mail/registration_cancelled_subject.txt"
 PURPOSES = ("tickets", "order")
 CANCELLABLE = (RegistrationState.DRAFT, RegistrationState.OPEN)
-SOLD_MESSAGE = (
+SOLD_MESSAGE = gettext_lazy(
     "This ticket was bought through an order: to cancel it, please contact the organiser."
 )
 
@@ -105,20 +105,21 @@ def refusal(registration: Registration, *, now: datetime) -> DomainError | None:
         )
     if registration.sale_status != SaleStatus.FREE:
         return CancellationRefused(
-            SOLD_MESSAGE,
+            str(SOLD_MESSAGE),
             code=Code.REGISTRATION_SOLD,
         )
     closes = deadline(registration)
     if now >= closes:
+        hours = registration.event.cancel_deadline_hours or 0
         return CancellationRefused(
             ngettext(
                 "Cancellations closed %(hours)s hour before the start: please contact the "
                 "organiser.",
                 "Cancellations closed %(hours)s hours before the start: please contact the "
                 "organiser.",
-                registration.event.cancel_deadline_hours,
+                hours,
             )
-            % {"hours": registration.event.cancel_deadline_hours},
+            % {"hours": hours},
             code=Code.CANCEL_DEADLINE_PASSED,
             deadline=closes.isoformat(),
         )
@@ -210,16 +211,19 @@ def _render(registration: Registration) -> ports.RenderedMessage:
     ):
         return renderer.render(template_ref=TEMPLATE_REF, registration=registration)
     event = registration.event
-    context = {
-        "name": registration.name,
-        "event_name": event.name,
-        "event_begin": format_begin(start_of(registration), event.date_tz),
-        "venue": event.venue,
-        "organizer": event.organizer,
-        "tickets_url": links.tickets_url(registration),
-    }
-    subject = " ".join(render_to_string(MAIL_SUBJECT, context).split())
-    markup = render_to_string(MAIL_TEMPLATE, context)
+    # In the registration's language, whatever language this process runs in.
+    lang = i18n.choose(registration.lang, event=event)
+    with translation.override(lang):
+        context = {
+            "name": registration.name,
+            "event_name": i18n.localized(event, "name", lang),
+            "event_begin": format_begin(start_of(registration), event.date_tz),
+            "venue": i18n.localized(event, "venue", lang),
+            "organizer": event.organizer,
+            "tickets_url": links.tickets_url(registration),
+        }
+        subject = " ".join(render_to_string(MAIL_SUBJECT, context).split())
+        markup = render_to_string(MAIL_TEMPLATE, context)
     return ports.RenderedMessage(
         channel=NotificationType.MAIL,
         subject=subject,

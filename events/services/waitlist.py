@@ -27,7 +27,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from events import i18n, inputs, ports, rules
@@ -467,6 +467,7 @@ def accept(*, token: str, now: datetime | None = None) -> Accepted:
             state="open",
             held_seats=1,
             recheck=recheck,
+            lang=entry.lang,
             actor=Actor(ActorType.ATTENDEE, id=str(entry.pk), label="waiting-list offer"),
             now=now,
         )
@@ -637,19 +638,22 @@ def _offer_mail(
     begin = slot.start_datetime if slot is not None else event.date_begin
     ticket = tickets.get(entry.ticket_id) if entry.ticket_id else None
     assert entry.expires_at is not None
-    context = {
-        "name": entry.name,
-        "event_name": event.name,
-        "event_begin": format_begin(begin, event.date_tz),
-        "venue": event.venue,
-        "organizer": event.organizer,
-        "ticket_name": ticket.name if ticket is not None else "",
-        "expires": format_begin(entry.expires_at, event.date_tz),
-        "hours": hours,
-        "offer_url": offer_url(entry),
-    }
-    subject = " ".join(render_to_string(MAIL_SUBJECT, context).split())
-    markup = render_to_string(MAIL_TEMPLATE, context)
+    # In the entry's language, whatever language this process runs in.
+    lang = i18n.choose(entry.lang, event=event)
+    with translation.override(lang):
+        context = {
+            "name": entry.name,
+            "event_name": i18n.localized(event, "name", lang),
+            "event_begin": format_begin(begin, event.date_tz),
+            "venue": i18n.localized(event, "venue", lang),
+            "organizer": event.organizer,
+            "ticket_name": i18n.localized(ticket, "name", lang) if ticket is not None else "",
+            "expires": format_begin(entry.expires_at, event.date_tz),
+            "hours": hours,
+            "offer_url": offer_url(entry),
+        }
+        subject = " ".join(render_to_string(MAIL_SUBJECT, context).split())
+        markup = render_to_string(MAIL_TEMPLATE, context)
     return ports.OutgoingMail(
         idempotency_key=mail_key(entry),
         recipient=entry.email,
