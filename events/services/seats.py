@@ -446,8 +446,8 @@ def _refusal(exc: DatabaseError, slot_id: int | None, ticket: Ticket | None) -> 
     ticket_id = ticket.pk if ticket is not None else None
     return SeatsUnavailable(
         ngettext(
-            "Not enough seats: %(missing)s is missing.",
-            "Not enough seats: %(missing)s are missing.",
+            "Not enough seats: %(missing)s missing.",
+            "Not enough seats: %(missing)s missing.",
             missing,
         )
         % {"missing": missing},
