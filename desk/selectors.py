@@ -16,11 +16,12 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
-from django.db import DEFAULT_DB_ALIAS, connection
+from django.db import connection
 from django.db.models import Exists, OuterRef
 
 from events import rules as core_rules
 from events.models import Event, Registration, RegistrationAnswer, Slot, Stage, Ticket
+from events.read import statements
 from events.read.statements import orm_sql
 from events.services import seats
 
@@ -67,7 +68,7 @@ def _lookup(key: str, value: Any) -> Registration | None:
         values = row[start : start + len(names)]
         start += len(names)
         pk = values[names.index(model._meta.pk.attname)]
-        found.append(None if pk is None else model.from_db(DEFAULT_DB_ALIAS, names, values))
+        found.append(None if pk is None else statements.instance(model, names, values))
     reg, event, stage, ticket, slot = found
     event.stage = stage
     reg.event, reg.ticket, reg.slot = event, ticket, slot

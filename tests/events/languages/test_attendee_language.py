@@ -74,7 +74,7 @@ WHEN = {
 }
 TICKETS_LINE = {
     "en": "Your tickets:",
-    "fr": "Vos billets :",
+    "fr": "Vos billets\u00a0:",
     "nl": "Uw tickets:",
     "de": "Ihre Tickets:",
 }
