@@ -35,6 +35,7 @@ run: install services env
 	@$(PY) scripts/createdb.py
 	@$(PY) manage.py migrate --no-input -v0
 	@$(PY) manage.py collectstatic --no-input -v0
+	@$(PY) manage.py compilemessages --ignore=.venv -v0
 	@$(PY) manage.py seed_demo
 	@$(PY) manage.py bootstrap_admin
 	@$(PY) manage.py check
@@ -51,4 +52,5 @@ test: install-test services
 bench: install-test services env
 	@$(PY) scripts/createdb.py
 	@$(PY) manage.py migrate --no-input -v0
+	@$(PY) manage.py compilemessages --ignore=.venv -v0
 	@$(PY) bench/run.py

@@ -15,7 +15,6 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from django.contrib.postgres.expressions import ArraySubquery
-from django.db import DEFAULT_DB_ALIAS
 from django.db.models import F, Func, OuterRef, TextField
 from django.db.models.expressions import RawSQL
 
@@ -110,7 +109,7 @@ def _lookup(key: str, value: Any) -> Found | None:
         values = row[start : start + len(names)]
         start += len(names)
         pk = values[names.index(model._meta.pk.attname)]
-        found.append(None if pk is None else model.from_db(DEFAULT_DB_ALIAS, names, values))
+        found.append(None if pk is None else statements.instance(model, names, values))
     reg, event, stage, ticket, slot = found
     event.stage = stage
     reg.event, reg.ticket, reg.slot = event, ticket, slot

@@ -29,6 +29,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.decorators import decorator_from_middleware
 from django.utils.translation import gettext
+from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt, ensure_csrf_cookie
 
 import desk.api_schemas  # noqa: F401 - the component schemas the operations below name
@@ -77,7 +78,7 @@ class _JsonCsrfCheck(CsrfViewMiddleware):
     """Django's CSRF check, answering a refusal as `{"error": {"code": "csrf_failed"}}`."""
 
     def _reject(self, request: HttpRequest, reason: str) -> JsonResponse:
-        return error_response(CsrfFailed(f"CSRF check failed: {reason}"))
+        return error_response(CsrfFailed(_("CSRF check failed: %(reason)s") % {"reason": reason}))
 
 
 _csrf_check = decorator_from_middleware(_JsonCsrfCheck)
@@ -89,7 +90,7 @@ def desk_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         if not request.user.is_authenticated:
             return redirect_to_login(request.get_full_path())
         if not can_use_desk(request.user):
-            raise PermissionDenied("The desk needs the check-in permission.")
+            raise PermissionDenied(_("The desk needs the check-in permission."))
         return view(request, *args, **kwargs)
 
     return wrapped
@@ -104,11 +105,11 @@ def desk_api(*, method: str) -> Callable:
     def decorate(view: Callable[..., JsonResponse]) -> Callable[..., JsonResponse]:
         def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
             if not can_use_desk(request.user):
-                return error_response(Forbidden("A desk login is needed (staff, check-in)."))
+                return error_response(Forbidden(_("A desk login is needed (staff, check-in).")))
             if method == "POST" and request.content_type != JSON_TYPE:
                 return transport_error(
                     Code.UNSUPPORTED_MEDIA_TYPE,
-                    "The body must be sent as application/json.",
+                    _("The body must be sent as application/json."),
                     content_type=JSON_TYPE,
                 )
             try:
@@ -124,13 +125,15 @@ def desk_api(*, method: str) -> Callable:
         @wraps(view)
         def entry(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
             if request.method != method:
-                response = error_response(MethodNotAllowed(f"Use {method}."))
+                response = error_response(
+                    MethodNotAllowed(_("Use %(methods)s.") % {"methods": method})
+                )
                 response["Allow"] = method
                 return response
             try:
                 return checked(request, *args, **kwargs)
             except RequestDataTooBig:
-                return transport_error(Code.PAYLOAD_TOO_LARGE, "The body is too large.")
+                return transport_error(Code.PAYLOAD_TOO_LARGE, _("The body is too large."))
             except DATABASE_UNAVAILABLE as error:
                 # Also when the session or the user could not be read: JSON, never a 500 page.
                 return database_unavailable(error, api="desk API")
@@ -142,7 +145,7 @@ def desk_api(*, method: str) -> Callable:
             except Exception:
                 # The last resort: the door's page shows "not recorded" for any 5xx.
                 logger.exception("desk API: unexpected error (%s)", request.path)
-                return transport_error(Code.SERVER_ERROR, "Something went wrong on our side.")
+                return transport_error(Code.SERVER_ERROR, _("Something went wrong on our side."))
 
         return entry
 
@@ -153,9 +156,9 @@ def _body(request: HttpRequest) -> dict[str, Any]:
     try:
         body = inputs.load_json(request.body)
     except ValueError:  # not JSON, not UTF-8, or nested deeper than inputs.MAX_JSON_DEPTH
-        raise ValidationFailed("The body must be a JSON object.", code="invalid_value") from None
+        raise ValidationFailed(_("The body must be a JSON object."), code="invalid_value") from None
     if not isinstance(body, dict):
-        raise ValidationFailed("The body must be a JSON object.", code="invalid_value")
+        raise ValidationFailed(_("The body must be a JSON object."), code="invalid_value")
     return body
 
 
@@ -168,7 +171,9 @@ def _id(value: Any, field: str, *, optional: bool = False) -> int | None:
         return None
     number = inputs.json_int(value)
     if number is None or not 1 <= number <= ID_MAX:
-        raise ValidationFailed(f"{field} must be a positive integer id.", code="invalid_value")
+        raise ValidationFailed(
+            _("%(field)s must be a positive integer id.") % {"field": field}, code="invalid_value"
+        )
     return number
 
 
@@ -221,6 +226,34 @@ def _page_texts() -> dict[str, str]:
         "replay_refused": gettext(
             "A waiting scan (%(barcode)s) was refused by the server: %(why)s"
         ),
+        # The answers' titles (words, icon and tone: never the colour alone).
+        "status_confirmed_registration": gettext("Checked in — welcome"),
+        "status_already_registered": gettext(
+            "Already registered — this ticket was already scanned"
+        ),
+        "status_need_manual_confirmation": gettext(
+            "Ticket for another event — check before admitting"
+        ),
+        "status_canceled_registration": gettext("Cancelled ticket — do not admit"),
+        "status_unconfirmed_registration": gettext("Unconfirmed registration — do not admit"),
+        "status_not_ongoing_event": gettext("Event is over or cancelled — do not admit"),
+        "status_invalid_ticket": gettext("Unknown ticket — do not admit"),
+        "status_not_recorded": gettext("Not recorded — scan again"),
+        "status_conflict": gettext("Admitted twice"),
+        "status_refused": gettext("Not recorded — the server refused the request"),
+        "status_pending": gettext("Checking…"),
+        "status_idle": gettext("Ready — scan a ticket"),
+        "fact_ticket": gettext("Ticket"),
+        "fact_slot": gettext("Slot"),
+        "fact_company": gettext("Company"),
+        "fact_event": gettext("Event"),
+        "fact_checked_in": gettext("Checked in"),
+        "checked_in_today": gettext("today, %(time)s"),
+        "barcode": gettext("Barcode %(barcode)s"),
+        "not_checked": gettext("Barcode %(barcode)s was not checked. Scan it again."),
+        "scan_again": gettext("Scan it again."),
+        "session_expired": gettext("Log in again if your session expired."),
+        "confirming": gettext("Confirming entry…"),
     }
 
 
@@ -285,7 +318,7 @@ def api_scan(request: HttpRequest) -> JsonResponse:
     body = _body(request)
     barcode = body.get("barcode")
     if not isinstance(barcode, str):
-        raise ValidationFailed("barcode must be a string.", code="invalid_value")
+        raise ValidationFailed(_("barcode must be a string."), code="invalid_value")
     event_id = _id(body.get("event_id"), "event_id", optional=True)
     slot_id = _id(body.get("slot_id"), "slot_id", optional=True)
     replay = _replay(body, event_id=event_id, now=timezone.now())
@@ -310,29 +343,29 @@ def _replay(body: dict[str, Any], *, event_id: int | None, now) -> Replay | None
     raw_at, is_offline = body.get("scanned_at"), body.get("offline")
     shown, signature = body.get("offline_status"), body.get("snapshot")
     if is_offline is not None and not isinstance(is_offline, bool):
-        raise ValidationFailed("offline must be a boolean.", code="invalid_value")
+        raise ValidationFailed(_("offline must be a boolean."), code="invalid_value")
     if raw_at is None:
         if is_offline or shown is not None or signature is not None:
-            raise ValidationFailed("An offline scan needs its scanned_at.", code="invalid_value")
+            raise ValidationFailed(_("An offline scan needs its scanned_at."), code="invalid_value")
         return None
     scanned_at = _aware_time(raw_at)
     if scanned_at is None:
         raise ValidationFailed(
-            "scanned_at must be an ISO 8601 time with its offset.", code="invalid_value"
+            _("scanned_at must be an ISO 8601 time with its offset."), code="invalid_value"
         )
     if scanned_at > now + offline.SCAN_MAX_SKEW or scanned_at < now - offline.SCAN_MAX_AGE:
         raise ValidationFailed(
-            "scanned_at must be within the last 24 hours, not in the future.",
+            _("scanned_at must be within the last 24 hours, not in the future."),
             code="invalid_value",
         )
     if not is_offline:
         if shown is not None or signature is not None:
             raise ValidationFailed(
-                "offline_status and snapshot go with offline: true.", code="invalid_value"
+                _("offline_status and snapshot go with offline: true."), code="invalid_value"
             )
         return Replay(scanned_at=scanned_at)
     if shown not in {s.value for s in ScanStatus}:
-        raise ValidationFailed("offline_status must name a scan answer.", code="invalid_value")
+        raise ValidationFailed(_("offline_status must name a scan answer."), code="invalid_value")
     snapshot_at = (
         offline.snapshot_time(signature=signature, event_id=event_id)
         if isinstance(signature, str)
@@ -340,7 +373,7 @@ def _replay(body: dict[str, Any], *, event_id: int | None, now) -> Replay | None
     )
     if snapshot_at is None:
         raise ValidationFailed(
-            "snapshot must be the signature of this event's desk list, as served.",
+            _("snapshot must be the signature of this event's desk list, as served."),
             code="invalid_value",
         )
     return Replay(
@@ -409,14 +442,16 @@ def api_counters(request: HttpRequest, event_id: int) -> JsonResponse:
     """The event's counters, or one slot's (`?slot_id=<id>`, a slot of the event)."""
     event = selectors.desk_event(event_id=event_id)
     if event is None:
-        raise NotFound(f"Event {event_id} does not exist.")
+        raise NotFound(_("Event %(id)s does not exist.") % {"id": event_id})
     slot_id = None
     raw = request.GET.get("slot_id", "")
     if raw != "":
         slot_id = inputs.as_id(raw)
         if slot_id is None or selectors.slot_event_id(slot_id=slot_id) != event.pk:
             raise ValidationFailed(
-                "slot_id must name a slot of this event.", code=Code.INVALID_SLOT, field="slot_id"
+                _("slot_id must name a slot of this event."),
+                code=Code.INVALID_SLOT,
+                field="slot_id",
             )
     body: dict[str, Any] = {"event_id": event.pk}
     if slot_id is not None:
@@ -440,11 +475,11 @@ def api_snapshot(request: HttpRequest, event_id: int) -> JsonResponse:
     shows; the event's closing facts; the time and the signature (desk.services.offline)."""
     event = selectors.desk_event(event_id=event_id)
     if event is None:
-        raise NotFound(f"Event {event_id} does not exist.")
+        raise NotFound(_("Event %(id)s does not exist.") % {"id": event_id})
     return JsonResponse(offline.snapshot(event=event, now=timezone.now()))
 
 
 @csrf_exempt  # nothing to protect: it answers 404 to every method, signed in or not
 def api_unknown(request: HttpRequest, rest: str = "") -> JsonResponse:
     """Any other path under /desk/api/: a JSON 404, as every answer of this API."""
-    return error_response(NotFound("No such desk API route."))
+    return error_response(NotFound(_("No such desk API route.")))

@@ -21,9 +21,9 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.template import Context, Template
-from django.utils import dateformat, timezone
+from django.utils import dateformat, timezone, translation
 
-from events import template_plans
+from events import i18n, template_plans
 from events.db import outbox_sql
 from events.errors import TemplateMissing
 from events.models import (
@@ -41,8 +41,9 @@ from events.template_plans import html_to_text
 
 
 def format_begin(moment, tz_name: str) -> str:
+    """The moment in the event's time zone, in the active language's words."""
     local = moment.astimezone(zoneinfo.ZoneInfo(tz_name))
-    return f"{dateformat.format(local, 'l j F Y, H:i')} ({tz_name})"
+    return f"{dateformat.format(local, i18n.date_format())} ({tz_name})"
 
 
 # The fields a message template may use, per object of its context (copied into plain dicts).
@@ -63,69 +64,97 @@ TICKET_FIELDS = ("name", "description", "price")
 SLOT_FIELDS = ("date", "start_datetime", "end_datetime")
 
 
-def _plain(obj, fields: tuple[str, ...]) -> dict[str, object] | None:
-    return None if obj is None else {field: getattr(obj, field) for field in fields}
+def _plain(obj, fields: tuple[str, ...], lang: str) -> dict[str, object] | None:
+    """The fields as a dict, the texts staff entered per language in `lang`."""
+    return None if obj is None else {field: i18n.localized(obj, field, lang) for field in fields}
 
 
-def _shared(event: Event, ticket: Ticket | None, slot: Slot | None) -> dict[str, object]:
-    """The part of a template's context that is the same for every registration of a batch."""
+def _shared(event: Event, ticket: Ticket | None, slot: Slot | None, lang: str) -> dict[str, object]:
+    """The part of a template's context that is the same for every registration of a batch
+    (rendered under `translation.override(lang)`: the date in the language's words)."""
     begin = slot.start_datetime if slot is not None else event.date_begin
     return {
-        "event": _plain(event, EVENT_FIELDS),
-        "ticket": _plain(ticket, TICKET_FIELDS),
-        "slot": _plain(slot, SLOT_FIELDS),
+        "event": _plain(event, EVENT_FIELDS, lang),
+        "ticket": _plain(ticket, TICKET_FIELDS, lang),
+        "slot": _plain(slot, SLOT_FIELDS, lang),
         "event_begin": format_begin(begin, event.date_tz),
     }
 
 
+def language_of(registration: Registration) -> str:
+    """The language every message to the attendee is rendered in: the registration's."""
+    return i18n.choose(registration.lang, event=registration.event)
+
+
 class DatabaseTemplateRenderer(EventTemplateRenderer):
-    """Templates from the `MessageTemplate` table; compiled once per instance (one pass).
+    """Templates from the `MessageTemplate` table; compiled once per instance (one pass) and
+    language. Each message is rendered in its registration's language (`language_of`): the
+    template's subject and body in that language when staff entered them, else its columns;
+    the event's texts likewise; Django's own words (dates) under `translation.override`,
+    whatever language the process runs in.
 
     `render_many` (the pass's batch call) renders through compiled plans where the template
     allows (events.template_plans): the same text as `render`, without running the template
     language per message."""
 
     def __init__(self) -> None:
-        self._compiled: dict[str, tuple[str, Template, Template]] = {}
+        self._rows: dict[str, MessageTemplate] = {}
+        self._compiled: dict[tuple[str, str], tuple[str, Template, Template]] = {}
         self._plans = template_plans.Plans(
             registration_fields=REGISTRATION_FIELDS,
             link_getters={"tickets_url": links.tickets_url, "ics_url": links.ics_url},
             html_to_text=html_to_text,
         )
 
-    def _load(self, template_ref: str) -> tuple[str, Template, Template]:
-        if template_ref not in self._compiled:
+    def _row(self, template_ref: str) -> MessageTemplate:
+        if template_ref not in self._rows:
             row = (
                 MessageTemplate.objects.filter(ref=template_ref)
-                .only("channel", "subject", "body")
+                .only("channel", "subject", "body", "translations")
                 .first()
             )
             if row is None:
                 raise TemplateMissing(
                     f"Template {template_ref!r} does not exist.", template_ref=template_ref
                 )
-            self._compiled[template_ref] = (row.channel, Template(row.subject), Template(row.body))
-        return self._compiled[template_ref]
+            self._rows[template_ref] = row
+        return self._rows[template_ref]
+
+    def _load(self, template_ref: str, lang: str) -> tuple[str, Template, Template]:
+        key = (template_ref, lang)
+        if key not in self._compiled:
+            row = self._row(template_ref)
+            subject = i18n.localized(row, "subject", lang)
+            body = i18n.localized(row, "body", lang)
+            self._compiled[key] = (row.channel, Template(subject), Template(body))
+        return self._compiled[key]
 
     def exists(self, *, template_ref: str) -> bool:
-        if template_ref in self._compiled:
+        if template_ref in self._rows:
             return True
         return MessageTemplate.objects.filter(ref=template_ref).exists()
 
     def channel(self, *, template_ref: str) -> str:
-        return self._load(template_ref)[0]
+        return self._row(template_ref).channel
 
     def render(
         self, *, template_ref: str, registration: Registration, slot: Slot | None = None
     ) -> RenderedMessage:
-        channel, subject, body = self._load(template_ref)
+        lang = language_of(registration)
+        with translation.override(lang):
+            return self._render(template_ref, registration, slot, lang)
+
+    def _render(
+        self, template_ref: str, registration: Registration, slot: Slot | None, lang: str
+    ) -> RenderedMessage:
+        channel, subject, body = self._load(template_ref, lang)
         slot = slot if slot is not None else registration.slot
         # A plain context (spec.md §12): dicts of this registration's own fields, never
         # model instances, so a template cannot walk the ORM to other attendees' data
         # ({{ event.registrations.all }} renders nothing).
         values = {
-            "registration": _plain(registration, REGISTRATION_FIELDS),
-            **_shared(registration.event, registration.ticket, slot),
+            "registration": _plain(registration, REGISTRATION_FIELDS, lang),
+            **_shared(registration.event, registration.ticket, slot, lang),
             # Callables: the template language calls them only when a template uses them.
             "tickets_url": lambda: links.tickets_url(registration),
             "ics_url": lambda: links.ics_url(registration),
@@ -149,28 +178,27 @@ class DatabaseTemplateRenderer(EventTemplateRenderer):
         registrations: Sequence[Registration],
         slot: Slot | None = None,
     ) -> list[RenderedMessage]:
-        """`render` for each registration, in order, through the template's compiled plans."""
-        channel, subject, body = self._load(template_ref)
-        if self._plans.keys(template_ref, subject, body) is None:
-            return [
-                self.render(template_ref=template_ref, registration=reg, slot=slot)
-                for reg in registrations
-            ]
-        # The shared context is built once per (event, ticket, slot) object of this call.
-        plans: dict[tuple[int, int, int], template_plans.Plan | None] = {}
+        """`render` for each registration, in order, through the template's compiled plans (one
+        per language and shared context)."""
+        # The shared context is built once per (language, event, ticket, slot) of this call.
+        plans: dict[tuple[str, int, int, int], template_plans.Plan | None] = {}
         rendered = []
         for reg in registrations:
             event, ticket = reg.event, reg.ticket
             own_slot = slot if slot is not None else reg.slot
-            ident = (id(event), id(ticket), id(own_slot))
+            lang = language_of(reg)
+            ident = (lang, id(event), id(ticket), id(own_slot))
             if ident not in plans:
-                plans[ident] = self._plans.plan(
-                    template_ref=template_ref,
-                    channel=channel,
-                    subject=subject,
-                    body=body,
-                    shared=_shared(event, ticket, own_slot),
-                )
+                channel, subject, body = self._load(template_ref, lang)
+                with translation.override(lang):
+                    plans[ident] = self._plans.plan(
+                        # the template's text in this language: its own plans
+                        template_ref=f"{template_ref}@{lang}",
+                        channel=channel,
+                        subject=subject,
+                        body=body,
+                        shared=_shared(event, ticket, own_slot, lang),
+                    )
             plan = plans[ident]
             message = plan.render(reg) if plan is not None else None
             if message is None:

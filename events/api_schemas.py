@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from events import inputs
+from events import i18n, inputs
 from events.openapi import BIGINT_MAX, nullable, ref, register_schema
 
 # What Python's str.strip() removes (str.isspace), as a character class.
@@ -147,7 +147,18 @@ register_schema(
                 "description": "Campaign tags; anything but an object is ignored.",
                 "anyOf": [ref("Utm"), {"not": {"type": "object"}}],
             },
+            "lang": ref("Lang"),
         },
+    },
+)
+register_schema(
+    "Lang",
+    {
+        "description": "The attendee's language, kept on the registration: every later mail, "
+        "SMS, offer and calendar file to the attendee uses it. Absent or null: the request's "
+        "(`Accept-Language`), else the event's default language. Error `message`s of this "
+        "answer are in it too; `code`s never change.",
+        "anyOf": [{"enum": list(i18n.LANGUAGE_CODES)}, {"type": "null"}],
     },
 )
 register_schema(
@@ -192,6 +203,7 @@ register_schema(
                 "description": "The slot (required on a multi-slot event, else none).",
                 "anyOf": [LOOSE_ID, NO_ID],
             },
+            "lang": ref("Lang"),
         },
     },
 )

@@ -27,7 +27,9 @@ from typing import Any
 
 from django.db.models import CharField
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
+from events import i18n
 from events.errors import ValidationFailed
 from events.models import Registration
 
@@ -36,6 +38,13 @@ BIGINT_MAX = 2**63 - 1
 # (a seam message with attendees and answers) nests about 7 levels.
 MAX_JSON_DEPTH = 32
 CONTACT_FIELDS = ("name", "email", "phone", "company_name")
+# What a refusal calls a contact field (the form's labels).
+FIELD_LABELS = {
+    "name": gettext_lazy("Full name"),
+    "email": gettext_lazy("Email"),
+    "phone": gettext_lazy("Phone"),
+    "company_name": gettext_lazy("Company"),
+}
 UTM_FIELDS = ("source", "medium", "campaign")
 # C0 and C1 controls, DEL, the Unicode line and paragraph separators, and the two
 # noncharacters XML (so XLSX) cannot hold. Free text keeps tab, LF and CR.
@@ -137,10 +146,13 @@ def check_text(
     """`value` stripped, or a refusal (`code`, `where` names the field: field=/question=).
     One line unless `multiline` (a free-text answer); surrounding whitespace, a trailing line
     break included, is dropped before the control characters are looked for."""
-    what = label or str(where.get("field") or "This answer")
+    field = where.get("field")
+    what = str(label or FIELD_LABELS.get(field) or field or _("This answer"))
     if not storable(value):
         raise ValidationFailed(
-            f"{what} contains characters that cannot be stored.", code=code, **where
+            _("%(what)s contains characters that cannot be stored.") % {"what": what},
+            code=code,
+            **where,
         )
     text = value.strip()
     if not control_free(text, multiline=multiline):
@@ -155,12 +167,28 @@ def check_text(
         raise ValidationFailed(message % {"what": what}, code=code, **where)
     if max_length is not None and len(text) > max_length:
         raise ValidationFailed(
-            f"{what} is too long (at most {max_length} characters).",
+            _("%(what)s is too long (at most %(max_length)s characters).")
+            % {"what": what, "max_length": max_length},
             code=code,
             max_length=max_length,
             **where,
         )
     return text
+
+
+def check_lang(raw: Any) -> str | None:
+    """A body's optional `lang`: absent or null is None, else one of the product's languages
+    (`invalid_value` naming `lang` otherwise)."""
+    if raw is None:
+        return None
+    lang = i18n.supported(raw)
+    if lang is None:
+        raise ValidationFailed(
+            _("lang must be one of %(languages)s.") % {"languages": ", ".join(i18n.LANGUAGE_CODES)},
+            code="invalid_value",
+            field="lang",
+        )
+    return lang
 
 
 def check_contact(value: str, *, field: str, attendee: int) -> str:

@@ -12,18 +12,21 @@ from datetime import datetime
 from typing import Any
 
 from django.utils.formats import number_format
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext, pgettext
 
-from events import inputs, rules
+from events import i18n, inputs, rules
 from events.errors import DomainError
 from events.models import Event, Question, QuestionType
 from events.read import selectors
 from events.services import intake
 
+# field: (input type, autocomplete); the labels are inputs.FIELD_LABELS.
 CONTACT_INPUTS = {
-    "name": ("Full name", "text", "name"),
-    "email": ("Email", "email", "email"),
-    "phone": ("Phone", "tel", "tel"),
-    "company_name": ("Company", "text", "organization"),
+    "name": ("text", "name"),
+    "email": ("email", "email"),
+    "phone": ("tel", "tel"),
+    "company_name": ("text", "organization"),
 }
 TICKET_ERRORS = {"ticket_required", "invalid_ticket", "sale_not_started", "sale_ended"}
 TICKET_ERRORS |= {"priced_ticket"}
@@ -78,6 +81,8 @@ def payload_from_post(post: Mapping[str, Any]) -> tuple[dict[str, Any], str | No
     utm = {k: post.get(f"utm_{k}") for k in intake.UTM_FIELDS if post.get(f"utm_{k}")}
     if utm:
         payload["utm"] = utm
+    if post.get("lang"):
+        payload["lang"] = post["lang"]  # the language the page was shown in
     return payload, (post.get("idempotency_key") or None)
 
 
@@ -109,8 +114,18 @@ def _seats_text(available: int | None) -> str:
     if available is None:
         return ""
     if available <= 0:
-        return "Sold out"
-    return f"{available} seat{'s' if available != 1 else ''} left"
+        return _("Sold out")
+    return ngettext("%(count)s seat left", "%(count)s seats left", available) % {
+        "count": number_format(available)
+    }
+
+
+def price_text(amount: Any, currency: str) -> str:
+    """A price in the active language's way ("12.50 EUR", "12,50 EUR")."""
+    return pgettext("price", "%(amount)s %(currency)s") % {
+        "amount": number_format(amount, 2, force_grouping=True),
+        "currency": currency,
+    }
 
 
 def _best(values: list[int | None]) -> int | None:
@@ -143,18 +158,18 @@ def build(
         available = _best([summaries[(s, ticket.pk)]["available"] for s in slot_keys])
         state = rules.sale_state(ticket=ticket, now=now)
         note = {
-            "not_started": "On sale soon",
-            "ended": "Sales ended",
-            "priced": "Sold through our shop",
+            "not_started": _("On sale soon"),
+            "ended": _("Sales ended"),
+            "priced": _("Sold through our shop"),
         }.get(state) or _seats_text(available)
         sellable = state == "open" and (available is None or available > 0)
-        price = f"{number_format(ticket.price, 2)} {event.currency}" if ticket.price > 0 else "Free"
+        price = price_text(ticket.price, event.currency) if ticket.price > 0 else _("Free")
         ticket_options.append(
             {
                 "value": str(ticket.pk),
-                "label": ticket.name,
+                "label": i18n.localized(ticket, "name"),
                 "hint": " · ".join(p for p in (price, note) if p),
-                "description": ticket.description,
+                "description": i18n.localized(ticket, "description"),
                 "disabled": not sellable,
                 "limit": intake.max_quantity(ticket),
             }
@@ -201,19 +216,24 @@ def build(
             options = [
                 {
                     "value": str(c.pk),
-                    "label": c.name,
+                    "label": i18n.localized(c, "name"),
                     "checked": posted.get(name) == str(c.pk),
                 }
                 for c in question.choices.all()
             ]
             return field(
                 name,
-                question.title,
+                i18n.localized(question, "title"),
                 "radio",
                 options=options,
                 required=question.is_mandatory_answer,
             )
-        return field(name, question.title, "text", required=question.is_mandatory_answer)
+        return field(
+            name,
+            i18n.localized(question, "title"),
+            "text",
+            required=question.is_mandatory_answer,
+        )
 
     contact_questions = {
         intake.CONTACT_QUESTIONS[q.question_type]: q
@@ -223,12 +243,12 @@ def build(
     attendees = []
     for index in range(count):
         fields = []
-        for contact, (label, kind, autocomplete) in CONTACT_INPUTS.items():
+        for contact, (kind, autocomplete) in CONTACT_INPUTS.items():
             question = contact_questions.get(contact)
             fields.append(
                 field(
                     f"a{index}-{contact}",
-                    question.title if question else label,
+                    i18n.localized(question, "title") if question else inputs.FIELD_LABELS[contact],
                     kind,
                     autocomplete=autocomplete,
                     # The column's size, from the one source the service checks against.

@@ -15,6 +15,7 @@ import time
 
 from django.conf import settings
 from django.core.cache import cache
+from django.utils.translation import gettext as _
 from redis.commands.core import Script
 from redis.exceptions import RedisError
 
@@ -65,5 +66,5 @@ def hit(*, scope: str, client: str, now: float | None = None) -> int:
     count = _incr(f"rl:{scope}:{start}:{client[:64]}", window + 1)
     if count > limit:
         retry_after = max(1, math.ceil(start + window - now))
-        raise RateLimited("Too many requests; try again later.", retry_after=retry_after)
+        raise RateLimited(_("Too many requests; try again later."), retry_after=retry_after)
     return count

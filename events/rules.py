@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.db.models import Q
+from django.utils.translation import gettext as _
 
 from events.models import Event, KanbanState, Registration, SaleStatus, Ticket
 
@@ -66,6 +67,15 @@ def closed_reason(event: Event, *, now: datetime) -> str | None:
     if is_finished(event, now=now):
         return "ended"
     return None
+
+
+def closed_message(reason: str) -> str:
+    """Why registrations are closed (`closed_reason`), in words."""
+    if reason == "cancelled":
+        return _("Registrations are closed: this event is cancelled.")
+    if reason in ("over", "ended"):
+        return _("Registrations are closed: this event is over.")
+    return _("Registrations are closed.")
 
 
 def is_closed(event: Event, *, now: datetime) -> bool:

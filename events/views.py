@@ -22,6 +22,9 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods
 
@@ -91,6 +94,7 @@ def event_detail(request: HttpRequest, event_id: int) -> HttpResponse:
                 client=client_address(request),
                 idempotency_key=key,
                 now=now,
+                language=getattr(request, "expressed_language", None),
             )
         except NotFound:
             raise Http404("No such event.") from None
@@ -184,7 +188,7 @@ def _token_route(not_found: Callable[[], HttpResponse], *, referrer_policy: str 
             route = view.__name__
             try:
                 if not capability.secret_ok():
-                    raise SecretMissing("The capability secret is not configured.")
+                    raise SecretMissing(_("The capability secret is not configured."))
                 ratelimit.hit(scope="token", client=client_address(request))
                 response = view(request, token)
             except SecretMissing:
@@ -242,7 +246,7 @@ def _shown(claim: capability.Claim, registration: Registration | None) -> Regist
     """The registration a tickets/ics link may show: current, and not a draft."""
     registration = capability.current(claim=claim, registration=registration)
     if registration.state == RegistrationState.DRAFT:
-        raise CapabilityRefused("Invalid link.", reason="draft_registration")
+        raise CapabilityRefused(_("Invalid link."), reason="draft_registration")
     return registration
 
 
@@ -266,7 +270,7 @@ def _tickets_rows(claim: capability.Claim) -> list[Registration]:
         return [_shown(claim, selectors.ticket_registration(registration_id=claim.subject))]
     rows = selectors.order_registrations(order_ref=capability.current_order(claim=claim))
     if not rows:
-        raise CapabilityRefused("Invalid link.", reason="empty_order")
+        raise CapabilityRefused(_("Invalid link."), reason="empty_order")
     return rows
 
 
@@ -326,7 +330,7 @@ TOLD = {
     Code.INVALID_TRANSITION,
     Code.INVALID_VALUE,
 }
-NOT_NOW = "Your registration could not be cancelled just now. Please try again later."
+NOT_NOW = gettext_lazy("Your registration could not be cancelled just now. Please try again later.")
 
 
 @csrf_exempt  # checked inside the token gates (csrf_protect below), so a refusal gets them too
@@ -347,7 +351,7 @@ def my_tickets_cancel(request: HttpRequest, token: str) -> HttpResponse:
     wanted = request.POST.getlist("registration")
     if len(wanted) != 1:
         error = ValidationFailed(
-            "Choose one registration to cancel.", code=Code.INVALID_VALUE, field="registration"
+            _("Choose one registration to cancel."), code=Code.INVALID_VALUE, field="registration"
         )
         response = _confirm_page(request, token, list(rows.values()), now=now, error=error)
         response.status_code = http_status(error.code)
@@ -376,7 +380,7 @@ def _chosen(rows: dict[int, Registration], wanted: list[str]) -> list[Registrati
     for raw in wanted:
         row = rows.get(inputs.as_id(raw) or 0)
         if row is None:
-            raise CapabilityRefused("Invalid link.", reason="other_registration")
+            raise CapabilityRefused(_("Invalid link."), reason="other_registration")
         if row not in chosen:
             chosen.append(row)
     return chosen
@@ -418,8 +422,16 @@ def _ticket_card(registration: Registration) -> dict:
     if not cancelled:
         qr = (
             segno.make_qr(registration.barcode, error="m")
-            .svg_inline(scale=5, omitsize=True, title=f"QR code of ticket {registration.barcode}")
-            .replace("<svg ", '<svg role="img" aria-label="QR code of your ticket" ', 1)
+            .svg_inline(
+                scale=5,
+                omitsize=True,
+                title=_("QR code of ticket %(barcode)s") % {"barcode": registration.barcode},
+            )
+            .replace(
+                "<svg ",
+                format_html('<svg role="img" aria-label="{}" ', _("QR code of your ticket")),
+                1,
+            )
         )
     return {
         "registration": registration,

@@ -23,9 +23,12 @@ from collections.abc import Callable
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, JsonResponse
+from django.utils import translation
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.csrf import csrf_exempt
 
-from events import api_schemas, inputs, ratelimit
+from events import api_schemas, i18n, inputs, ratelimit
 from events.client import client_address
 from events.errors import Code, DomainError, RateLimited, http_status
 from events.openapi import api, json_answer, json_body, ref
@@ -68,7 +71,7 @@ def database_unavailable(error: Exception, *, api: str) -> JsonResponse:
     # One log line: libpq's messages span several.
     logger.error("%s: database unavailable (%s): answering 503", api, " ".join(str(error).split()))
     response = transport_error(
-        Code.SERVICE_UNAVAILABLE, "The service is temporarily unavailable; try again soon."
+        Code.SERVICE_UNAVAILABLE, _("The service is temporarily unavailable; try again soon.")
     )
     response["Retry-After"] = str(RETRY_AFTER_UNAVAILABLE)
     return response
@@ -99,7 +102,10 @@ def json_methods(*methods: str):
         @functools.wraps(view)
         def gated(request: HttpRequest, *args, **kwargs):
             if request.method not in methods:
-                response = transport_error(Code.METHOD_NOT_ALLOWED, f"Use {' or '.join(methods)}.")
+                response = transport_error(
+                    Code.METHOD_NOT_ALLOWED,
+                    _("Use %(methods)s.") % {"methods": " / ".join(methods)},
+                )
                 response["Allow"] = ", ".join(methods)
                 return response
             return view(request, *args, **kwargs)
@@ -129,9 +135,9 @@ IDEMPOTENCY_KEY = {
 }
 
 
-def json_post(*, what: str, api: str, limiter_message: str):
+def json_post(*, api: str, limiter_message: str):
     """The envelope of a public JSON POST route (`view(request, event_id)`), every answer JSON:
-    405 for another method ("Only POST <what>."), 415 unless the body is declared JSON, 413
+    405 for another method ("Use POST."), 415 unless the body is declared JSON, 413
     when it is too large, 503 + `Retry-After` when the rate limiter's Redis or the database
     does not answer (`limiter_message`; `api` names the route in the log), 500
     `server_error` (logged) for anything unexpected. CSRF-exempt: see the module docstring."""
@@ -141,24 +147,24 @@ def json_post(*, what: str, api: str, limiter_message: str):
         @functools.wraps(handler)
         def view(request: HttpRequest, event_id: int) -> JsonResponse:
             if request.method != "POST":
-                response = transport_error(Code.METHOD_NOT_ALLOWED, f"Only POST {what}.")
+                response = transport_error(Code.METHOD_NOT_ALLOWED, _("Use POST."))
                 response["Allow"] = "POST"
                 return response
             if request.content_type != JSON_TYPE:
                 return transport_error(
                     Code.UNSUPPORTED_MEDIA_TYPE,
-                    "The body must be sent as application/json.",
+                    _("The body must be sent as application/json."),
                     content_type=JSON_TYPE,
                 )
             try:
                 return handler(request, event_id)
             except RequestDataTooBig:
-                return transport_error(Code.PAYLOAD_TOO_LARGE, "The body is too large.")
+                return transport_error(Code.PAYLOAD_TOO_LARGE, _("The body is too large."))
             except DomainError as error:
                 return error_response(error)
             except ratelimit.LimiterUnavailable as error:
                 logger.error("%s: rate limiter unavailable (%s): answering 503", api, error)
-                response = transport_error(Code.SERVICE_UNAVAILABLE, limiter_message)
+                response = transport_error(Code.SERVICE_UNAVAILABLE, str(limiter_message))
                 response["Retry-After"] = str(RETRY_AFTER_UNAVAILABLE)
                 return response
             except DATABASE_UNAVAILABLE as error:
@@ -166,7 +172,7 @@ def json_post(*, what: str, api: str, limiter_message: str):
             except Exception:
                 # The last resort: these APIs answer JSON even for their own faults.
                 logger.exception("%s: unexpected error (event %s)", api, event_id)
-                return transport_error(Code.SERVER_ERROR, "Something went wrong on our side.")
+                return transport_error(Code.SERVER_ERROR, _("Something went wrong on our side."))
 
         return view
 
@@ -212,18 +218,22 @@ def json_post(*, what: str, api: str, limiter_message: str):
     ),
 )
 @json_post(
-    what="registers attendees",
     api="intake API",
-    limiter_message="Registration is temporarily unavailable; try again soon.",
+    limiter_message=gettext_lazy("Registration is temporarily unavailable; try again soon."),
 )
 def intake_registrations(request: HttpRequest, event_id: int) -> JsonResponse:
     payload = _json_body(request)
-    result = intake.submit(
-        event_id=event_id,
-        payload=payload,
-        client=client_address(request),
-        idempotency_key=request.headers.get("Idempotency-Key"),
-    )
+    # The body's `lang` (when it is one of the product's) is the language of the answer's
+    # messages too; the request's otherwise.
+    lang = i18n.supported(payload.get("lang")) if isinstance(payload, dict) else None
+    with translation.override(lang or translation.get_language()):
+        result = intake.submit(
+            event_id=event_id,
+            payload=payload,
+            client=client_address(request),
+            idempotency_key=request.headers.get("Idempotency-Key"),
+            language=getattr(request, "expressed_language", None),
+        )
     # Sorted keys: a replay (read back from jsonb, which reorders keys) is byte-identical.
     response = JsonResponse(
         result.body, status=result.status, json_dumps_params={"sort_keys": True}

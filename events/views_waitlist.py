@@ -22,6 +22,8 @@ from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -60,7 +62,9 @@ def _pick(model: type[Ticket] | type[Slot], event: Event, raw: Any) -> Any:
     return registrations.UNKNOWN if row is None else row
 
 
-def _join(event: Event, data: Mapping[str, Any], *, ticket: str, slot: str) -> waitlist.Joined:
+def _join(
+    request: HttpRequest, event: Event, data: Mapping[str, Any], *, ticket: str, slot: str
+) -> waitlist.Joined:
     """Join with the fields of `data`; `ticket` and `slot` name its id fields (the form's
     `ticket` / `slot`, the JSON API's `ticket_id` / `slot_id`)."""
     return waitlist.join(
@@ -70,6 +74,8 @@ def _join(event: Event, data: Mapping[str, Any], *, ticket: str, slot: str) -> w
         name=data.get("name"),
         email=data.get("email"),
         actor=PUBLIC,
+        lang=data.get("lang") or None,
+        language=getattr(request, "expressed_language", None),
     )
 
 
@@ -83,7 +89,7 @@ def join_page(request: HttpRequest, event_id: int) -> HttpResponse:
         raise Http404("No such event.")
     try:
         ratelimit.hit(scope="intake", client=client_address(request))
-        joined = _join(event, request.POST, ticket="ticket", slot="slot")
+        joined = _join(request, event, request.POST, ticket="ticket", slot="slot")
     except ratelimit.LimiterUnavailable as error:
         logger.error("waiting list form: rate limiter unavailable (%s): answering 503", error)
         response = render(request, "events/unavailable.html", {"event": event}, status=503)
@@ -173,24 +179,23 @@ def _joined_body(joined: waitlist.Joined) -> dict[str, Any]:
     ),
 )
 @json_post(
-    what="joins the waiting list",
     api="waiting list API",
-    limiter_message="The waiting list is temporarily unavailable; try again soon.",
+    limiter_message=gettext_lazy("The waiting list is temporarily unavailable; try again soon."),
 )
 def join_api(request: HttpRequest, event_id: int) -> JsonResponse:
     """201 `received`, whether the address was on the list already or not (`_joined_body`)."""
     body = request.body
     event = Event.objects.filter(pk=event_id, is_published=True, active=True).first()
     if event is None:
-        raise NotFound("No such event.")
+        raise NotFound(_("No such event."))
     ratelimit.hit(scope="intake", client=client_address(request))
     try:
         payload = inputs.load_json(body)
     except ValueError:  # not JSON, not UTF-8, or nested too deeply
         payload = None
     if not isinstance(payload, Mapping):
-        raise ValidationFailed("The body must be a JSON object.", code="invalid_value")
-    joined = _join(event, payload, ticket="ticket_id", slot="slot_id")
+        raise ValidationFailed(_("The body must be a JSON object."), code="invalid_value")
+    joined = _join(request, event, payload, ticket="ticket_id", slot="slot_id")
     response = JsonResponse(_joined_body(joined), status=201)
     response["Cache-Control"] = "private, no-store"
     return response
@@ -201,12 +206,16 @@ def join_api(request: HttpRequest, event_id: int) -> JsonResponse:
 # Why a valid, open offer could not be accepted, told as such (anything else: a general message,
 # logged). A bad or dead link never gets here: it is the uniform 404.
 REFUSALS = {
-    Code.SOLD_OUT: "The organiser reduced the seats of this event, so this offer can no longer "
-    "be honoured. Please contact the organiser.",
-    Code.REGISTRATIONS_CLOSED: "Registrations for this event are closed.",
-    Code.PRICED_TICKET: "This ticket is now sold through the organiser's shop, not here.",
+    Code.SOLD_OUT: gettext_lazy(
+        "The organiser reduced the seats of this event, so this offer can no longer be "
+        "honoured. Please contact the organiser."
+    ),
+    Code.REGISTRATIONS_CLOSED: gettext_lazy("Registrations for this event are closed."),
+    Code.PRICED_TICKET: gettext_lazy(
+        "This ticket is now sold through the organiser's shop, not here."
+    ),
 }
-NOT_NOW = "Your seat could not be confirmed just now. Please try again in a moment."
+NOT_NOW = gettext_lazy("Your seat could not be confirmed just now. Please try again in a moment.")
 
 
 @csrf_exempt  # checked inside the token gates (csrf_protect below), so a refusal gets them too

@@ -60,6 +60,12 @@ $PY manage.py makemigrations --check --dry-run
 phase "deploy checks on production settings"
 DJANGO_SETTINGS_MODULE=config.settings_production $PY manage.py check --deploy --fail-level WARNING
 
+phase "the translation catalogs, compiled (GNU gettext's msgfmt; the .mo files are never committed)"
+if ! command -v msgfmt >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gettext) >/dev/null
+fi
+$PY manage.py compilemessages --ignore=.venv -v0
+
 phase "chromium for the real-browser tests (Debian's; Playwright drives it)"
 if ! command -v chromium >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null

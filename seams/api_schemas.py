@@ -138,6 +138,7 @@ register_schema(
                     },
                 }
             ),
+            "lang": ref("Lang"),
             "lines": {
                 "type": "array",
                 "description": "Line refs are unique within the order.",

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from events.i18n import LANGUAGE_CODES, supported
 from events.inputs import control_free, json_int
 from seams.errors import MalformedMessage
 
@@ -65,6 +66,7 @@ class OrderData:
     partner: PartnerData
     utm: dict[str, str] = field(default_factory=dict)
     lines: tuple[LineData, ...] = ()
+    lang: str | None = None  # the attendees' language (None: the event's default)
 
 
 @dataclass(frozen=True)
@@ -251,6 +253,9 @@ def _order(value: Any, path: str) -> OrderData:
         raw = _obj(obj["utm"], f"{path}.utm")
         for key in ("source", "medium", "campaign"):
             utm[key] = _str(raw, key, f"{path}.utm", max_length=128, required=False, empty=True)
+    lang = obj.get("lang")
+    if lang is not None and supported(lang) is None:
+        raise _fail(f"{path}.lang", f"must be one of {', '.join(LANGUAGE_CODES)} or null")
     raw_lines = obj.get("lines")
     if not isinstance(raw_lines, list):
         raise _fail(f"{path}.lines", "must be a list")
@@ -266,6 +271,7 @@ def _order(value: Any, path: str) -> OrderData:
         partner=partner,
         utm=utm,
         lines=lines,
+        lang=lang,
     )
 
 

@@ -6,10 +6,10 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS
 from django.db.models import QuerySet
 
 from events.models import Event, LinkedProduct, Slot, Ticket
+from events.read import statements
 from events.read.statements import orm_sql
 from seams.models import SeamInbox
 
@@ -60,8 +60,8 @@ def tickets_found(found: Iterable[Sequence[Any]]) -> dict[int, Ticket]:
     split = len(_TICKET_NAMES)
     tickets = {}
     for row in found:
-        ticket = Ticket.from_db(DEFAULT_DB_ALIAS, _TICKET_NAMES, tuple(row[:split]))
-        ticket.event = Event.from_db(DEFAULT_DB_ALIAS, _EVENT_NAMES, tuple(row[split:]))
+        ticket = statements.instance(Ticket, _TICKET_NAMES, row[:split])
+        ticket.event = statements.instance(Event, _EVENT_NAMES, row[split:])
         tickets[ticket.pk] = ticket
     return tickets
 

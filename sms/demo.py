@@ -25,6 +25,20 @@ def seed_demo(*, summit, stdout=None, **_: Any) -> None:
             subject="",
             body="Hi {{ registration.name }}, you're in for {{ event.name }} ({{ event_begin }}). "
             "Tickets: {{ tickets_url }}",
+            translations={
+                "fr": {
+                    "body": "Bonjour {{ registration.name }}, vous êtes inscrit à {{ event.name }} "
+                    "({{ event_begin }}). Billets : {{ tickets_url }}"
+                },
+                "nl": {
+                    "body": "Beste {{ registration.name }}, u bent ingeschreven voor "
+                    "{{ event.name }} ({{ event_begin }}). Tickets: {{ tickets_url }}"
+                },
+                "de": {
+                    "body": "Guten Tag {{ registration.name }}, Sie sind für {{ event.name }} "
+                    "angemeldet ({{ event_begin }}). Tickets: {{ tickets_url }}"
+                },
+            },
             actor=ACTOR,
         )
     if Mail.objects.filter(event=summit, template_ref=TEMPLATE_REF).exists():

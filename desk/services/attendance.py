@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from desk import selectors
 from desk.errors import NonceReused
@@ -109,13 +110,13 @@ def check_nonce(value: Any) -> str:
     control characters (`events.inputs`); anything else is `invalid_value` naming `nonce`."""
     if not isinstance(value, str) or not 1 <= len(value) <= NONCE_MAX:
         raise ValidationFailed(
-            f"nonce must be a string of 1 to {NONCE_MAX} characters.",
+            _("nonce must be a string of 1 to %(max)s characters.") % {"max": NONCE_MAX},
             code=Code.INVALID_VALUE,
             field="nonce",
         )
     if not inputs.storable(value) or not inputs.control_free(value):
         raise ValidationFailed(
-            "nonce must be one line of text without control characters.",
+            _("nonce must be one line of text without control characters."),
             code=Code.INVALID_VALUE,
             field="nonce",
         )
@@ -166,7 +167,7 @@ def _once(nonce: _Nonce | None, scan: Callable[[], dict[str, Any]]) -> dict[str,
     if stored is None:  # the winner's row is committed before this write can fail on it
         raise RuntimeError("desk_scan_nonce violated but no row found")
     if stored[0] != nonce.fingerprint:
-        raise NonceReused("This nonce was sent with another request.", field="nonce")
+        raise NonceReused(_("This nonce was sent with another request."), field="nonce")
     return json.loads(stored[1])
 
 
@@ -213,7 +214,7 @@ def register_attendee(
         slot_event = selectors.slot_event_id(slot_id=slot_id)
         if slot_event is None or event_id not in (None, slot_event):
             raise ValidationFailed(
-                "slot_id must name a slot of the desk's event.",
+                _("slot_id must name a slot of the desk's event."),
                 code=Code.INVALID_SLOT,
                 field="slot_id",
             )
@@ -256,7 +257,7 @@ def confirm_attendance(
     key = _nonce(actor, nonce, verb="confirm", registration_id=registration_id)
     found = selectors.desk_registration(registration_id=registration_id)
     if found is None:
-        raise NotFound(f"Registration {registration_id} does not exist.")
+        raise NotFound(_("Registration %(id)s does not exist.") % {"id": registration_id})
     desk = _Desk(None, None)
     return _once(key, lambda: _check_in(*found, who, now=now, desk=desk, manual=True, nonce=key))
 

@@ -80,14 +80,19 @@ class ServiceErrorsMixin:
 def form_fields(form, *, changed_only: bool) -> dict[str, Any]:
     """The cleaned values a verb receives: the changed ones on an edit, all on a creation."""
     fk = getattr(form, "_inline_fk_name", None)
-    names = form.changed_data if changed_only else list(form.fields)
+    # A texts-per-language form (events/admin/translations.py) hands over one `translations`.
+    inputs = getattr(form, "translation_inputs", {})
+    names = (
+        form.changed_data if changed_only else [*form.fields, *(["translations"] * bool(inputs))]
+    )
     return {
         name: form.cleaned_data[name]
         for name in names
         if name in form.cleaned_data
         and name not in _NOT_FIELDS
+        and name not in inputs
         and name != fk
-        and not form.fields[name].disabled
+        and not (name in form.fields and form.fields[name].disabled)
     }
 
 

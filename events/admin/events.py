@@ -23,6 +23,7 @@ from events.admin.base import (
 )
 from events.admin.communication import report_run_pass
 from events.admin.extensions import event_extensions
+from events.admin.translations import TranslatedAdminMixin, input_names, translated_form
 from events.models import (
     Event,
     LinkedProduct,
@@ -53,8 +54,10 @@ class TicketInline(ServiceInline):
     model = Ticket
     fk_name = "event"
     verbs = TICKET_ROWS
+    form = translated_form(forms.ModelForm, Ticket, ("name",))
     fields = (
         "name",
+        *input_names(("name",)),
         "sequence",
         "seats_max",
         "price",
@@ -92,11 +95,12 @@ class AnsweredQuestionForm(forms.ModelForm):
 
 class QuestionInline(ServiceInline):
     model = Question
-    form = AnsweredQuestionForm
+    form = translated_form(AnsweredQuestionForm, Question, ("title",))
     fk_name = "event"
     verbs = QUESTION_ROWS
     fields = (
         "title",
+        *input_names(("title",)),
         "question_type",
         "is_mandatory_answer",
         "once_per_order",
@@ -128,8 +132,11 @@ class MailInline(ReadOnlyInline):
         return obj.mail_state
 
 
+EVENT_TEXTS = ("name", "description", "ticket_instructions", "venue")
+
+
 @admin.register(Event)
-class EventAdmin(ServiceAdmin):
+class EventAdmin(TranslatedAdminMixin, ServiceAdmin):
     list_display = (
         "name",
         "date_begin",
@@ -163,6 +170,7 @@ class EventAdmin(ServiceAdmin):
         "seat_summary",
     )
     inlines = [TicketInline, SlotInline, QuestionInline, MailInline]
+    form = translated_form(forms.ModelForm, Event, EVENT_TEXTS)
     actions = [
         "publish",
         "unpublish",
@@ -189,6 +197,15 @@ class EventAdmin(ServiceAdmin):
         ("Seats", {"fields": ("seats_limited", "seats_max", "seat_summary")}),
         ("Where", {"fields": ("venue", "address", "country", "organizer")}),
         ("Texts", {"fields": ("description", "ticket_instructions", "note", "lang", "currency")}),
+        (
+            "Texts in other languages",
+            {
+                "fields": input_names(EVENT_TEXTS),
+                "description": "What an attendee reading that language sees; left empty, they "
+                "read the texts above (written in the event's language).",
+                "classes": ("collapse",),
+            },
+        ),
         (
             "System",
             {
@@ -418,7 +435,7 @@ class EventAdmin(ServiceAdmin):
 
 
 @admin.register(Ticket)
-class TicketAdmin(ServiceAdmin):
+class TicketAdmin(TranslatedAdminMixin, ServiceAdmin):
     list_display = (
         "name",
         "event",
@@ -432,6 +449,8 @@ class TicketAdmin(ServiceAdmin):
     search_fields = ("name", "event__name", "product_ref")
     list_select_related = ("event", "event_type")
     autocomplete_fields = ("event",)
+    exclude = ("translations",)
+    form = translated_form(forms.ModelForm, Ticket, ("name", "description"))
 
     def get_readonly_fields(self, request, obj=None):
         """A ticket never changes owner (one with registrations: a database trigger refuses
@@ -507,12 +526,13 @@ CHOICE_ROWS = RowVerbs(
 
 class QuestionChoiceInline(ServiceInline):
     model = QuestionChoice
-    fields = ("name", "sequence")
+    form = translated_form(forms.ModelForm, QuestionChoice, ("name",))
+    fields = ("name", *input_names(("name",)), "sequence")
     verbs = CHOICE_ROWS
 
 
 @admin.register(Question)
-class QuestionAdmin(ServiceAdmin):
+class QuestionAdmin(TranslatedAdminMixin, ServiceAdmin):
     list_display = (
         "title",
         "event",
@@ -526,6 +546,8 @@ class QuestionAdmin(ServiceAdmin):
     search_fields = ("title", "event__name")
     list_select_related = ("event", "event_type")
     inlines = [QuestionChoiceInline]
+    exclude = ("translations",)
+    form = translated_form(forms.ModelForm, Question, ("title",))
 
     def get_readonly_fields(self, request, obj=None):
         """A question never changes owner; an answered one keeps its type too (spec.md §2.7;
@@ -572,10 +594,12 @@ class LinkedProductAdmin(admin.ModelAdmin):
 
 
 @admin.register(QuestionChoice)
-class QuestionChoiceAdmin(ServiceAdmin):
+class QuestionChoiceAdmin(TranslatedAdminMixin, ServiceAdmin):
     list_display = ("name", "question", "sequence")
     search_fields = ("name", "question__title")
     list_select_related = ("question",)
+    exclude = ("translations",)
+    form = translated_form(forms.ModelForm, QuestionChoice, ("name",))
 
     def get_readonly_fields(self, request, obj=None):
         return ("question",) if obj is not None else ()  # a choice never moves

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect
@@ -92,6 +93,7 @@ class RegistrationAdmin(ServiceAdmin):
         "confirmed_at",
         "date_closed",
         "token_version",
+        "lang",
         "created_at",
         "updated_at",
         "name",
@@ -113,7 +115,17 @@ class RegistrationAdmin(ServiceAdmin):
         "resend_confirmation",
     ]
 
-    add_fields = ("event", "ticket", "slot", "name", "email", "phone", "company_name", "state")
+    add_fields = (
+        "event",
+        "ticket",
+        "slot",
+        "name",
+        "email",
+        "phone",
+        "company_name",
+        "lang",
+        "state",
+    )
 
     def get_readonly_fields(self, request, obj=None):
         return self.readonly_fields if obj is not None else ()
@@ -132,6 +144,11 @@ class RegistrationAdmin(ServiceAdmin):
                 (RegistrationState.DRAFT, "Unconfirmed"),
             ]
             form.base_fields["state"].initial = RegistrationState.OPEN
+            # Empty: the event's default language (registrations.register decides).
+            lang = form.base_fields["lang"]
+            lang.required, lang.initial = False, ""
+            lang.choices = [("", "The event's language"), *settings.LANGUAGES]
+            lang.help_text = "The language of every message to the attendee."
         return form
 
     def save_model(self, request, obj, form, change):
@@ -145,6 +162,7 @@ class RegistrationAdmin(ServiceAdmin):
             slot=data.get("slot"),
             state=data["state"],
             attendees=[{f: data.get(f) or "" for f in ("name", "email", "phone", "company_name")}],
+            lang=data.get("lang") or None,
             actor=request.user,
         )
         obj.pk = registration.pk

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
 from django.template import TemplateSyntaxError
 from django.urls import NoReverseMatch
@@ -13,6 +14,7 @@ from events.admin.base import (
     delete_each,
     form_fields,
 )
+from events.admin.translations import TranslatedAdminMixin, translated_form
 from events.errors import DomainError
 from events.models import (
     MessageTemplate,
@@ -22,11 +24,15 @@ from events.services import templates as template_services
 
 
 @admin.register(MessageTemplate)
-class MessageTemplateAdmin(ServiceAdmin):
+class MessageTemplateAdmin(TranslatedAdminMixin, ServiceAdmin):
     list_display = ("name", "ref", "channel", "subject", "updated_at")
     list_filter = ("channel",)
     search_fields = ("name", "ref", "subject")
     readonly_fields = ("preview",)
+    exclude = ("translations",)
+    # The subject and body in each language (a registration in a language without them gets
+    # the columns).
+    form = translated_form(forms.ModelForm, MessageTemplate, ("subject", "body"))
 
     @admin.display(description="preview (saved version, latest attendee)")
     def preview(self, obj: MessageTemplate):

@@ -247,23 +247,37 @@ def load_joined(models_: Sequence[type[models.Model]], found: Iterable[Sequence[
     plan = _load_plan(tuple(models_))
     return [
         tuple(
-            None if row[pk_at] is None else model.from_db(DEFAULT_DB_ALIAS, names, row[begin:end])
-            for model, names, begin, end, pk_at in plan
+            None
+            if row[pk_at] is None
+            else model.from_db(DEFAULT_DB_ALIAS, names, _values(row[begin:end], json_at))
+            for model, names, begin, end, pk_at, json_at in plan
         )
         for row in found
     ]
 
 
+def _values(values: Sequence[Any], json_at: tuple[int, ...]) -> Sequence[Any]:
+    """The row's values of one model, its json/jsonb columns parsed (handed over as text)."""
+    if not json_at:
+        return values
+    converted = list(values)
+    for index in json_at:
+        converted[index] = json_value(converted[index])
+    return converted
+
+
 @cache
 def _load_plan(models_: tuple[type[models.Model], ...]) -> tuple[tuple[Any, ...], ...]:
-    """Per model of a joined select: (model, attnames, first column, end column, pk column)."""
+    """Per model of a joined select: (model, attnames, first column, end column, pk column,
+    the places of its JSON fields)."""
     plan = []
     start = 0
     for model in models_:
         fields = model._meta.concrete_fields
         names = [f.attname for f in fields]
         pk_at = start + next(i for i, f in enumerate(fields) if f.primary_key)
-        plan.append((model, names, start, start + len(names), pk_at))
+        json_at = tuple(i for i, f in enumerate(fields) if isinstance(f, models.JSONField))
+        plan.append((model, names, start, start + len(names), pk_at, json_at))
         start += len(names)
     return tuple(plan)
 

@@ -13,7 +13,7 @@ from events.models.choices import (
     MailOutcome,
     NotificationType,
 )
-from events.models.events import Event, Slot
+from events.models.events import Event, Slot, translations_field
 from events.models.reference import EventType
 from events.models.registrations import Registration
 
@@ -152,6 +152,9 @@ class MessageTemplate(models.Model):
     )
     subject = models.CharField(max_length=255, blank=True)
     body = models.TextField()
+    # The subject and body in other languages; a registration in a language without them
+    # gets the columns.
+    translations = translations_field()
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

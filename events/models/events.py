@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
@@ -13,6 +14,17 @@ from events.models.reference import (
     Tag,
     cancel_deadline_bounded,
 )
+
+# What staff enter per language beside the columns (events.i18n, docs/spec.md "Languages").
+TRANSLATIONS_HELP = (
+    "Texts in other languages, entered in the admin: the columns hold the event's default "
+    "language, which an attendee reads when their language has no text here."
+)
+
+
+def translations_field() -> models.JSONField:
+    return models.JSONField(default=dict, blank=True, help_text=TRANSLATIONS_HELP)
+
 
 # --- events -----------------------------------------------------------------------------------
 
@@ -56,7 +68,14 @@ class Event(models.Model):
     description = models.TextField(blank=True)
     note = models.TextField(blank=True)
     ticket_instructions = models.TextField(blank=True)
-    lang = models.CharField(max_length=16, default="en")
+    lang = models.CharField(
+        max_length=16,
+        choices=settings.LANGUAGES,
+        default=settings.LANGUAGE_CODE,
+        help_text="The event's default language: its texts are written in it, and an attendee "
+        "whose language has no translation reads it.",
+    )
+    translations = translations_field()
     currency = models.CharField(max_length=3, default="EUR")
     ics_sequence = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -124,6 +143,7 @@ class Ticket(models.Model):
     price = models.DecimalField(max_digits=12, decimal_places=2, default=0)
     product_ref = models.CharField(max_length=128, blank=True)
     limit_max_per_order = models.PositiveSmallIntegerField(default=0, help_text="0 = no own limit.")
+    translations = translations_field()
 
     class Meta:
         verbose_name = "ticket"
@@ -168,6 +188,7 @@ class Question(models.Model):
     once_per_order = models.BooleanField(default=False)
     sequence = models.IntegerField(default=10)
     active = models.BooleanField(default=True)
+    translations = translations_field()
 
     class Meta:
         verbose_name = "question"
@@ -189,6 +210,7 @@ class QuestionChoice(models.Model):
     question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="choices")
     name = models.CharField(max_length=255)
     sequence = models.IntegerField(default=10)
+    translations = translations_field()
 
     class Meta:
         verbose_name = "answer choice"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -58,6 +59,10 @@ class Registration(models.Model):
     confirmed_at = models.DateTimeField(null=True, blank=True)
     date_closed = models.DateTimeField(null=True, blank=True)
     token_version = models.PositiveIntegerField(default=1)
+    # The language the registration was made in: every message to the attendee uses it.
+    lang = models.CharField(
+        max_length=8, choices=settings.LANGUAGES, default=settings.LANGUAGE_CODE
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -202,6 +207,11 @@ class WaitlistEntry(models.Model):
     offer_version = models.PositiveIntegerField(default=0)
     registration = models.ForeignKey(
         Registration, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # The language the entry was made in: its offer mail uses it, and so does the registration
+    # an accepted offer becomes.
+    lang = models.CharField(
+        max_length=8, choices=settings.LANGUAGES, default=settings.LANGUAGE_CODE
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

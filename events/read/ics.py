@@ -33,10 +33,12 @@ from django.conf import settings
 from django.core.cache import caches
 from django.core.cache.backends.redis import RedisCache
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.text import slugify
+from django.utils.translation import gettext
 from redis.exceptions import RedisError
 
+from events import i18n
 from events.models import KanbanState, Registration, RegistrationState
 from events.services import capability, links
 
@@ -57,6 +59,8 @@ class CalendarData(NamedTuple):
     registration_id: int
     event_id: int
     token_version: int  # the my-tickets link in DESCRIPTION and URL carries it
+    lang: str  # the registration's language: the texts below are in it
+    tickets_label: str  # "Your tickets: %(url)s" in that language
     state: str
     kanban_state: str
     slot_id: int | None
@@ -80,20 +84,25 @@ def calendar_data(registration: Registration) -> CalendarData:
     event, loaded with it)."""
     event = registration.event
     slot = registration.slot if event.is_multi_slots else None
+    lang = i18n.choose(registration.lang, event=event)
+    with translation.override(lang):
+        tickets_label = gettext("Your tickets: %(url)s")
     return CalendarData(
         registration_id=registration.pk,
         event_id=registration.event_id,
         token_version=registration.token_version,
+        lang=lang,
+        tickets_label=tickets_label,
         state=str(registration.state),  # a plain str (not a Choices member): a stable key
         kanban_state=str(event.kanban_state),
         slot_id=slot.pk if slot is not None else None,
-        name=event.name,
+        name=i18n.localized(event, "name", lang),
         begin=slot.start_datetime if slot is not None else event.date_begin,
         end=slot.end_datetime if slot is not None else event.date_end,
         tz_name=event.date_tz or "UTC",
         sequence=event.ics_sequence,
-        instructions=event.ticket_instructions,
-        venue=event.venue,
+        instructions=i18n.localized(event, "ticket_instructions", lang),
+        venue=i18n.localized(event, "venue", lang),
         address=event.address,
     )
 
@@ -157,7 +166,9 @@ def _render(data: CalendarData) -> bytes:
     vevent.add("sequence", data.sequence)
     vevent.add("summary", data.name)
     description = "\n\n".join(
-        part for part in (data.instructions.strip(), f"Your tickets: {tickets_url}") if part
+        part
+        for part in (data.instructions.strip(), data.tickets_label % {"url": tickets_url})
+        if part
     )
     vevent.add("description", description)
     location = ", ".join(part for part in (data.venue, " ".join(data.address.split())) if part)
@@ -324,5 +335,5 @@ def calendar_file(*, registration: Registration, now: datetime | None = None) ->
             entry = _filename(data.name).encode() + b"\n" + _render(data)
             _store(key, entry)
         _local.put(key, entry)
-    filename, _, rendered = entry.partition(b"\n")
+    filename, _newline, rendered = entry.partition(b"\n")
     return CalendarFile(filename.decode(), _stamped(rendered, now))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import datetime
 from functools import cache
@@ -123,9 +124,10 @@ def registration_names(*, registration_ids: list[int]) -> dict[int, str]:
 
 # The /ics route is the hottest read of the attendee surface: one plain, prepared statement (no
 # ORM compile, no RawQuerySet column mapping) reads the registration with exactly the event and
-# slot columns the gates and the calendar read, in the order of _CALENDAR_FIELDS.
+# slot columns the gates and the calendar read, in the order of _CALENDAR_FIELDS, then the
+# event's texts in the registration's language (its `translations` entry for that language).
 _CALENDAR_FIELDS = (
-    (Registration, ("id", "event_id", "slot_id", "state", "active", "token_version")),
+    (Registration, ("id", "event_id", "slot_id", "state", "active", "token_version", "lang")),
     (
         Event,
         (
@@ -145,10 +147,11 @@ _CALENDAR_FIELDS = (
     (Slot, ("id", "event_id", "start_datetime", "end_datetime")),
 )
 _CALENDAR_SQL = """
-SELECT r.id, r.event_id, r.slot_id, r.state, r.active, r.token_version,
+SELECT r.id, r.event_id, r.slot_id, r.state, r.active, r.token_version, r.lang,
        e.id, e.name, e.date_begin, e.date_end, e.date_tz, e.venue, e.address,
        e.ticket_instructions, e.ics_sequence, e.kanban_state, e.is_multi_slots,
-       s.id, s.event_id, s.start_datetime, s.end_datetime
+       s.id, s.event_id, s.start_datetime, s.end_datetime,
+       (e.translations -> r.lang)::text
   FROM events_registration r
   JOIN events_event e ON e.id = r.event_id
   LEFT JOIN events_slot s ON s.id = r.slot_id AND e.is_multi_slots
@@ -194,6 +197,9 @@ def calendar_registration(*, registration_id: int) -> Registration | None:
             else model.from_db(connection.alias, ordered, [values[i] for i in positions])
         )
     registration, event, slot = instances
+    # Only the registration's language of the event's translations is read (the calendar's).
+    texts = row[start]
+    event.translations = {registration.lang: json.loads(texts)} if texts else {}
     registration.event = event
     if slot is not None:
         registration.slot = slot

@@ -16,7 +16,10 @@ This is the face of the database machinery for the overlays and config, which ne
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS, models
 
 from events.db import pipeline
 from events.db import rows as sql_rows
@@ -31,6 +34,25 @@ def orm_sql(queryset: Any, probe: Sequence[Any]) -> str:
     if list(params) != list(probe):
         raise AssertionError(f"the statement takes {list(probe)!r}, not {list(params)!r}")
     return sql
+
+
+@cache
+def _json_at(model: type[models.Model], names: tuple[str, ...]) -> tuple[int, ...]:
+    fields = {f.attname: f for f in model._meta.concrete_fields}
+    return tuple(i for i, name in enumerate(names) if isinstance(fields[name], models.JSONField))
+
+
+def instance(model: type[models.Model], names: tuple[str, ...], values: Sequence[Any]) -> Any:
+    """`model.from_db` of a row such a statement read (the values of `names`, in the model's
+    field order), its JSON columns parsed as the ORM would (Django's connection hands json
+    and jsonb over as text)."""
+    json_at = _json_at(model, names)
+    if json_at:
+        values = list(values)
+        for index in json_at:
+            field = model._meta.get_field(names[index])
+            values[index] = field.from_db_value(values[index], None, None)  # type: ignore[attr-defined]
+    return model.from_db(DEFAULT_DB_ALIAS, list(names), values)
 
 
 def rows(sql: str, params: Sequence[Any]) -> list[tuple]:

@@ -26,6 +26,7 @@ from django.conf import settings
 from django.core import signing
 from django.db import transaction
 from django.db.models import Count, F, Max, Q
+from django.utils.translation import gettext as _
 
 from events import secret_knobs
 from events.db import locks
@@ -51,9 +52,9 @@ def secret_ok() -> bool:
 
 def _signer(purpose: str) -> signing.Signer:
     if not secret_ok():
-        raise SecretMissing("The capability secret is not configured.")
+        raise SecretMissing(_("The capability secret is not configured."))
     if purpose not in PURPOSES:
-        raise CapabilityRefused("Unknown purpose.", reason="purpose")
+        raise CapabilityRefused(_("Unknown purpose."), reason="purpose")
     # fallback_keys=[]: Django's Signer otherwise also accepts signatures made with any key of
     # settings.SECRET_KEY_FALLBACKS, which are not capability secrets (nor meant to stay).
     return signing.Signer(
@@ -89,7 +90,7 @@ def mint(*, purpose: str, subject: Registration | WaitlistEntry | int | str) -> 
         order_ref = str(subject)
         version = _order_version(order_ref)
         if version is None:
-            raise CapabilityRefused("No such order.", reason="unknown_order")
+            raise CapabilityRefused(_("No such order."), reason="unknown_order")
         return signer.sign_object({"f": FORMAT, "s": order_ref, "v": version})
     if isinstance(subject, WaitlistEntry):
         raise TypeError(f"a {purpose} token names a registration, not a waiting-list entry")
@@ -104,22 +105,22 @@ def mint(*, purpose: str, subject: Registration | WaitlistEntry | int | str) -> 
 def _payload(purpose: str, token: str) -> dict[str, Any]:
     signer = _signer(purpose)
     if not isinstance(token, str) or signer.sep not in token:
-        raise CapabilityRefused("Invalid link.", reason="malformed")
+        raise CapabilityRefused(_("Invalid link."), reason="malformed")
     try:
         payload = signer.unsign_object(token)
     except signing.BadSignature:
         reason = _bad_signature_reason(purpose, token)
-        raise CapabilityRefused("Invalid link.", reason=reason) from None
+        raise CapabilityRefused(_("Invalid link."), reason=reason) from None
     except (ValueError, TypeError, binascii.Error, zlib.error):
         # A valid signature over an undecodable payload: only a holder of the secret makes one.
-        raise CapabilityRefused("Invalid link.", reason="malformed") from None
+        raise CapabilityRefused(_("Invalid link."), reason="malformed") from None
     if (
         not isinstance(payload, dict)
         or payload.get("f") != FORMAT
         or not isinstance(payload.get("v"), int)
         or "s" not in payload
     ):
-        raise CapabilityRefused("Invalid link.", reason="malformed")
+        raise CapabilityRefused(_("Invalid link."), reason="malformed")
     return payload
 
 
@@ -150,9 +151,9 @@ def read(*, purpose: str, token: str) -> Claim:
     payload = _payload(purpose, token)
     subject = payload["s"]
     if purpose == "order" and not isinstance(subject, str):
-        raise CapabilityRefused("Invalid link.", reason="malformed")
+        raise CapabilityRefused(_("Invalid link."), reason="malformed")
     if purpose != "order" and (not isinstance(subject, int) or isinstance(subject, bool)):
-        raise CapabilityRefused("Invalid link.", reason="malformed")
+        raise CapabilityRefused(_("Invalid link."), reason="malformed")
     return Claim(purpose, subject, payload["v"])
 
 
@@ -160,11 +161,11 @@ def current(*, claim: Claim, registration: Registration | None) -> Registration:
     """The registration a `tickets`/`ics` claim names, loaded by the caller (any select_related
     it needs, one query), if it is still the current holder of that link."""
     if registration is None or registration.pk != claim.subject:
-        raise CapabilityRefused("Invalid link.", reason="unknown_registration")
+        raise CapabilityRefused(_("Invalid link."), reason="unknown_registration")
     if not registration.active:
-        raise CapabilityRefused("Invalid link.", reason="archived_registration")
+        raise CapabilityRefused(_("Invalid link."), reason="archived_registration")
     if registration.token_version != claim.version:
-        raise CapabilityRefused("Invalid link.", reason="stale_version")
+        raise CapabilityRefused(_("Invalid link."), reason="stale_version")
     return registration
 
 
@@ -173,11 +174,11 @@ def current_offer(*, claim: Claim, entry: WaitlistEntry | None) -> WaitlistEntry
     current offer (same `offer_version`) and the entry is offered or accepted: an accepted
     offer's link still names it (the accept is answered again), any other state is dead."""
     if entry is None or entry.pk != claim.subject:
-        raise CapabilityRefused("Invalid link.", reason="unknown_entry")
+        raise CapabilityRefused(_("Invalid link."), reason="unknown_entry")
     if entry.offer_version != claim.version:
-        raise CapabilityRefused("Invalid link.", reason="stale_version")
+        raise CapabilityRefused(_("Invalid link."), reason="stale_version")
     if entry.state not in (WaitlistState.OFFERED, WaitlistState.ACCEPTED):
-        raise CapabilityRefused("Invalid link.", reason=f"{entry.state}_entry")
+        raise CapabilityRefused(_("Invalid link."), reason=f"{entry.state}_entry")
     return entry
 
 
@@ -187,9 +188,9 @@ def current_order(*, claim: Claim) -> str:
     order_ref = str(claim.subject)  # an `order` claim's subject is the order ref
     version = _order_version(order_ref)
     if version is None:
-        raise CapabilityRefused("Invalid link.", reason="unknown_order")
+        raise CapabilityRefused(_("Invalid link."), reason="unknown_order")
     if version != claim.version:
-        raise CapabilityRefused("Invalid link.", reason="stale_version")
+        raise CapabilityRefused(_("Invalid link."), reason="stale_version")
     return order_ref
 
 
@@ -224,7 +225,7 @@ def read_any(*, purposes: tuple[str, ...], token: str) -> Claim:
         except CapabilityRefused as error:
             if error.details.get("reason") != "wrong_purpose" or index == len(purposes) - 1:
                 raise
-    raise CapabilityRefused("Invalid link.", reason="purpose")
+    raise CapabilityRefused(_("Invalid link."), reason="purpose")
 
 
 def revoke_links(*, registration: Registration, actor: Any) -> Registration:
@@ -237,7 +238,7 @@ def revoke_links(*, registration: Registration, actor: Any) -> Registration:
     with transaction.atomic():
         order_ref = registration.sale_order_ref  # set at creation, never changed
         if not order_ref:
-            _, reg = locks.lock_event_and_registration(registration.event_id, registration.pk)
+            _event, reg = locks.lock_event_and_registration(registration.event_id, registration.pk)
             before = reg.token_version
             Registration.objects.filter(pk=reg.pk).update(token_version=F("token_version") + 1)
         else:

@@ -36,6 +36,7 @@ from events.models import (
     Ticket,
 )
 from events.services import audit, scheduler, seats, waitlist_nudge
+from events.services.reference import check_texts
 from events.services.scheduler import dates
 
 EDITABLE = {
@@ -58,6 +59,7 @@ EDITABLE = {
     "note",
     "ticket_instructions",
     "lang",
+    "translations",
     "currency",
     "event_type",
 }
@@ -101,7 +103,7 @@ def _jsonable(value: Any) -> Any:
         return value.isoformat()
     if hasattr(value, "pk"):
         return value.pk
-    return value if isinstance(value, str | int | float | bool | type(None)) else str(value)
+    return value if isinstance(value, str | int | float | bool | type(None) | dict) else str(value)
 
 
 def first_stage() -> Stage | None:
@@ -125,6 +127,7 @@ def create_event(
     if not (name or "").strip():
         raise ValidationFailed("An event needs a name.", code="invalid_value", field="name")
     _check_dates(date_begin, date_end)
+    check_texts(fields, Event)
     with transaction.atomic():
         values: dict[str, Any] = {}
         if event_type is not None:
@@ -178,6 +181,7 @@ def _apply_template(event: Event, event_type: EventType, actor: Any) -> None:
                 price=t.price,
                 product_ref=t.product_ref,
                 limit_max_per_order=t.limit_max_per_order,
+                translations=t.translations,
             )
             for t in event_type.tickets.all()
         ]
@@ -191,10 +195,13 @@ def _apply_template(event: Event, event_type: EventType, actor: Any) -> None:
             once_per_order=question.once_per_order,
             sequence=question.sequence,
             active=question.active,
+            translations=question.translations,
         )
         QuestionChoice.objects.bulk_create(
             [
-                QuestionChoice(question=copy, name=c.name, sequence=c.sequence)
+                QuestionChoice(
+                    question=copy, name=c.name, sequence=c.sequence, translations=c.translations
+                )
                 for c in question.choices.all()
             ]
         )
@@ -221,6 +228,7 @@ def update_event(*, event: Event, actor: Any, **fields: Any) -> Event:
     unknown = set(fields) - EDITABLE
     if unknown:
         raise ValidationFailed(f"Unknown fields: {sorted(unknown)}", code="invalid_value")
+    check_texts(fields, Event)
     with transaction.atomic():
         event = locks.lock_event(event.pk)
         changes: dict[str, list] = {}

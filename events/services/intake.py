@@ -31,8 +31,10 @@ from typing import Any, TypeVar
 
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
-from events import inputs, ratelimit, rules
+from events import i18n, inputs, ratelimit, rules
 from events.db import booking as booking_sql
 from events.db import pipeline
 from events.db.dberrors import violated_constraint
@@ -103,33 +105,38 @@ def submit(
     client: str,
     idempotency_key: str | None = None,
     now: datetime | None = None,
+    language: str | None = None,
 ) -> IntakeResult:
-    """Register the attendees of one public request, or refuse with the first failed check."""
+    """Register the attendees of one public request, or refuse with the first failed check.
+
+    The registrations are made in the body's `lang`, else `language` (the one the request
+    expressed: the page's, Accept-Language), else the event's default language."""
     now = now or timezone.now()
     # The ticket asked for, if the body names one as an id: the booking's inputs are read for
     # it with the event (one round trip); anything else is refused by the checks below.
     ticket_hint = inputs.as_id(payload.get("ticket_id")) if isinstance(payload, Mapping) else None
     event = _public_event(event_id, ticket_hint) if inputs.as_id(event_id) is not None else None
     if event is None:
-        raise NotFound("No such event.")
+        raise NotFound(_("No such event."))
     ratelimit.hit(scope="intake", client=client)
     if not isinstance(payload, Mapping):
-        raise ValidationFailed("The body must be a JSON object.", code="invalid_value")
+        raise ValidationFailed(_("The body must be a JSON object."), code="invalid_value")
+    lang = i18n.choose(inputs.check_lang(payload.get("lang")), language, event=event)
     key = (idempotency_key or "").strip() or None
     if key is None:
-        return _register(event, payload, None, now)
+        return _register(event, payload, None, now, lang)
     key = inputs.check_text(
         key,
         code="invalid_value",
         max_length=MAX_KEY_LENGTH,
-        label="The Idempotency-Key",
+        label=_("The Idempotency-Key"),
         field="Idempotency-Key",
     )
     replay = _replay(event, key, payload)
     if replay is not None:
         return replay
     try:
-        return _register(event, payload, key, now)
+        return _register(event, payload, key, now, lang)
     except (DomainError, _KeyTaken):
         # A concurrent request with this key won: its answer is the answer (also when this
         # attempt was refused because the winner took the last seats).
@@ -162,7 +169,7 @@ def _replay(event: Event, key: str, payload: Any) -> IntakeResult | None:
     stored_fingerprint, status_code, response = previous
     if stored_fingerprint != fingerprint(payload):
         raise ValidationFailed(
-            "This Idempotency-Key was used for another request.",
+            _("This Idempotency-Key was used for another request."),
             code="invalid_value",
             field="Idempotency-Key",
         )
@@ -171,10 +178,12 @@ def _replay(event: Event, key: str, payload: Any) -> IntakeResult | None:
     return IntakeResult(status_code, body, replayed=True)
 
 
-def _register(event: Event, payload: Mapping[str, Any], key: str | None, now) -> IntakeResult:
+def _register(
+    event: Event, payload: Mapping[str, Any], key: str | None, now, lang: str
+) -> IntakeResult:
     reason = closed_reason(event=event, now=now)
     if reason is not None:
-        raise RegistrationsClosed(f"Registrations are closed ({reason}).", reason=reason)
+        raise RegistrationsClosed(rules.closed_message(reason), reason=reason)
     loaded = _load(event)
     ticket, slot = registrations.check_pair(
         event=event,
@@ -206,6 +215,7 @@ def _register(event: Event, payload: Mapping[str, Any], key: str | None, now) ->
             state="open",
             utm=utm,
             actor=PUBLIC,
+            lang=lang,
             recheck=recheck,
             now=now,
             # read with the event for the ticket the body named; `events_book` confirms them
@@ -397,7 +407,7 @@ def _load(event: Event) -> _Loaded:
         return loaded
     read = _read(event.pk)
     if read is None:
-        raise NotFound("No such event.")
+        raise NotFound(_("No such event."))
     return read[1]
 
 
@@ -418,7 +428,7 @@ def _recheck(locked: Event, ticket: Ticket | None, now: datetime) -> None:
     again under the lock and this runs once more (docs/spec.md, register P11)."""
     reason = closed_reason(event=locked, now=now)
     if reason is not None:
-        raise RegistrationsClosed(f"Registrations are closed ({reason}).", reason=reason)
+        raise RegistrationsClosed(rules.closed_message(reason), reason=reason)
     if ticket is not None:
         _check_sale(ticket, now)
 
@@ -431,21 +441,21 @@ def _check_sale(ticket: Ticket, now: datetime) -> None:
     state = rules.sale_state(ticket=ticket, now=now)
     if state == "not_started":
         raise ValidationFailed(
-            "Sales of this ticket have not started yet.",
+            _("Sales of this ticket have not started yet."),
             code="sale_not_started",
             field="ticket",
             start_sale_datetime=_iso(ticket.start_sale_datetime),
         )
     if state == "ended":
         raise ValidationFailed(
-            "Sales of this ticket have ended.",
+            _("Sales of this ticket have ended."),
             code="sale_ended",
             field="ticket",
             end_sale_datetime=_iso(ticket.end_sale_datetime),
         )
     if state == "priced":
         raise ValidationFailed(
-            "This ticket is sold through our shop, not here.",
+            _("This ticket is sold through our shop, not here."),
             code="priced_ticket",
             field="ticket",
         )
@@ -456,7 +466,12 @@ def _check_quantity(ticket: Ticket | None, raw: Any) -> list[Any]:
     count = len(raw) if isinstance(raw, list) else 0
     if not isinstance(raw, list) or not 1 <= count <= limit:
         raise ValidationFailed(
-            f"Register between 1 and {limit} attendees at once.",
+            ngettext(
+                "Register one attendee at a time.",
+                "Register between 1 and %(max)s attendees at once.",
+                limit,
+            )
+            % {"max": limit},
             code="invalid_quantity",
             field="quantity",
             quantity=count,
@@ -471,7 +486,10 @@ def _text(index: int, attendee: Mapping[str, Any], name: str) -> str:
         return ""
     if not isinstance(value, str):
         raise ValidationFailed(
-            f"{name} must be text.", code="invalid_attendee", attendee=index, field=name
+            _("%(field)s must be text.") % {"field": inputs.FIELD_LABELS[name]},
+            code="invalid_attendee",
+            attendee=index,
+            field=name,
         )
     return inputs.check_contact(value, field=name, attendee=index)
 
@@ -480,7 +498,7 @@ def _check_attendee(index: int, raw: Any, questions: Sequence[Question]) -> dict
     """One attendee, normalised; a contact question left unanswered takes the typed field."""
     if not isinstance(raw, Mapping):
         raise ValidationFailed(
-            "Each attendee must be an object.", code="invalid_attendee", attendee=index
+            _("Each attendee must be an object."), code="invalid_attendee", attendee=index
         )
     attendee: dict[str, Any] = {name: _text(index, raw, name) for name in CONTACT_FIELDS}
     answers = raw.get("answers")
@@ -488,7 +506,10 @@ def _check_attendee(index: int, raw: Any, questions: Sequence[Question]) -> dict
         answers = {}
     if not isinstance(answers, Mapping):
         raise ValidationFailed(
-            "answers must be an object.", code="invalid_answer", attendee=index, field="answers"
+            _("answers must be an object."),
+            code="invalid_answer",
+            attendee=index,
+            field="answers",
         )
     answers = {str(k): v for k, v in answers.items() if not _blank(v)}
     for question in questions:
@@ -498,11 +519,14 @@ def _check_attendee(index: int, raw: Any, questions: Sequence[Question]) -> dict
     name = attendee["name"] or _contact_answer(answers, questions, QuestionType.NAME)
     if not name:
         raise ValidationFailed(
-            "Each attendee needs a name.", code="invalid_attendee", attendee=index, field="name"
+            _("Each attendee needs a name."),
+            code="invalid_attendee",
+            attendee=index,
+            field="name",
         )
     if attendee["email"] and not is_valid_email(attendee["email"]):
         raise ValidationFailed(
-            f"{attendee['email']!r} is not an email address.",
+            _("“%(email)s” is not an email address.") % {"email": attendee["email"]},
             code="invalid_attendee",
             attendee=index,
             field="email",
@@ -543,7 +567,8 @@ def _check_answers(
             )
             if not answered:
                 raise ValidationFailed(
-                    f"Please answer “{question.title}”.",
+                    _("Please answer “%(question)s”.")
+                    % {"question": i18n.localized(question, "title")},
                     code="question_required",
                     attendee=index,
                     question=question.pk,

@@ -162,6 +162,7 @@ def mint(
     lines: Sequence[TicketLine],
     amount_total: Decimal,
     utm: Mapping[str, str] | None = None,
+    lang: str | None = None,
     actor: Any,
 ) -> OrderChanges:
     """Make the order's registrations what its ticket `lines` say, all or none: the lines are
@@ -174,7 +175,8 @@ def mint(
     `quantity − live` per line. Attendee entries are used from the first missing index on; the
     rest take the partner's details (`contact_source = partner`). A once-per-order answer given
     on any line is copied to every new registration of the same event in the order. Returns
-    what changed (`OrderChanges.summary()` is the seam's answer).
+    what changed (`OrderChanges.summary()` is the seam's answer). New registrations are made in
+    `lang` (the order message's), else their event's default language.
     """
     sale_status = SaleStatus.FREE if amount_total == 0 else SaleStatus.SOLD
     changes = OrderChanges()
@@ -236,6 +238,7 @@ def mint(
                 sale_order_line_ref=line.ref,
                 sale_status=sale_status,
                 utm=utm,
+                lang=lang,
                 contact_sources=sources,
                 actor=actor,
                 savepoint=False,  # all or none with the caller's block, as this one

@@ -20,12 +20,20 @@ from events.errors import ValidationFailed
 from events.models import Event, EventType, Question, QuestionChoice
 from events.services import audit
 from events.services.event_types import lock_event_type
-from events.services.reference import apply_fields, check_fields, jsonable
+from events.services.reference import apply_fields, check_fields, check_texts, jsonable
 
 QUESTION_FIELDS = frozenset(
-    {"title", "question_type", "is_mandatory_answer", "once_per_order", "sequence", "active"}
+    {
+        "title",
+        "question_type",
+        "is_mandatory_answer",
+        "once_per_order",
+        "sequence",
+        "active",
+        "translations",
+    }
 )
-CHOICE_FIELDS = frozenset({"name", "sequence"})
+CHOICE_FIELDS = frozenset({"name", "sequence", "translations"})
 
 
 def _lock_owner(event_id: int | None, event_type_id: int | None) -> None:
@@ -52,6 +60,7 @@ def create_question(
     **fields: Any,
 ) -> Question:
     check_fields(fields, QUESTION_FIELDS)
+    check_texts(fields, Question)
     if (event is None) == (event_type is None):
         raise ValidationFailed("A question belongs to an event or an event type.", field="event")
     event_id = event.pk if event is not None else None
@@ -76,6 +85,7 @@ def create_question(
 def update_question(*, question: Question, actor: Any, **fields: Any) -> Question:
     """Change a question; an answered one keeps its type (`field="question_type"`)."""
     check_fields(fields, QUESTION_FIELDS)
+    check_texts(fields, Question)
     with transaction.atomic():
         locked = _lock_question(question.pk)
         changes = apply_fields(locked, fields)
@@ -119,6 +129,7 @@ def delete_question(*, question: Question, actor: Any) -> None:
 
 def create_choice(*, question: Question, actor: Any, **fields: Any) -> QuestionChoice:
     check_fields(fields, CHOICE_FIELDS)
+    check_texts(fields, QuestionChoice)
     with transaction.atomic():
         locked = _lock_question(question.pk)
         choice = QuestionChoice(question=locked, **fields)
@@ -138,6 +149,7 @@ def create_choice(*, question: Question, actor: Any, **fields: Any) -> QuestionC
 
 def update_choice(*, choice: QuestionChoice, actor: Any, **fields: Any) -> QuestionChoice:
     check_fields(fields, CHOICE_FIELDS)
+    check_texts(fields, QuestionChoice)
     with transaction.atomic():
         question = _lock_question(choice.question_id)
         locked = QuestionChoice.objects.select_for_update().get(pk=choice.pk)

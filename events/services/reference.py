@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from django.db import models, transaction
 
+from events import i18n
 from events.db import locks
 from events.errors import ValidationFailed
 from events.models import Event, Stage, Tag, TagCategory
@@ -37,7 +38,7 @@ def jsonable(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, models.Model):
         return value.pk
-    if isinstance(value, str | int | float | bool | type(None)):
+    if isinstance(value, str | int | float | bool | type(None) | dict):
         return value
     return str(value)
 
@@ -48,6 +49,25 @@ def check_fields(fields: Mapping[str, Any], editable: Collection[str]) -> None:
         raise ValidationFailed(
             f"Unknown or read-only fields: {sorted(unknown)}.",
             field=sorted(unknown)[0],
+        )
+
+
+def check_texts(fields: dict[str, Any], model: type[models.Model]) -> None:
+    """`fields["translations"]`, when given, made a clean translations document of the model
+    (events.i18n: product languages, the model's translated fields, text); `invalid_value`
+    naming `translations` otherwise. An event's `lang` must be a product language."""
+    if "translations" in fields:
+        try:
+            fields["translations"] = i18n.clean_translations(
+                fields["translations"], fields=i18n.TRANSLATED_FIELDS[model._meta.label_lower]
+            )
+        except ValueError as exc:
+            raise ValidationFailed(str(exc), code="invalid_value", field="translations") from None
+    if "lang" in fields and i18n.supported(fields["lang"]) is None:
+        raise ValidationFailed(
+            f"lang must be one of {', '.join(i18n.LANGUAGE_CODES)}.",
+            code="invalid_value",
+            field="lang",
         )
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from django.db import DatabaseError
 from django.db.models import Count, Q
+from django.utils.translation import ngettext
 
 from events.db import rows
 from events.db.dberrors import guard_refusal
@@ -444,7 +445,12 @@ def _refusal(exc: DatabaseError, slot_id: int | None, ticket: Ticket | None) -> 
     missing = int(detail)
     ticket_id = ticket.pk if ticket is not None else None
     return SeatsUnavailable(
-        f"Not enough seats: {missing} missing.",
+        ngettext(
+            "Not enough seats: %(missing)s missing.",
+            "Not enough seats: %(missing)s missing.",
+            missing,
+        )
+        % {"missing": missing},
         missing=[{"slot_id": slot_id, "ticket_id": ticket_id, "missing": missing}],
     )
 

@@ -19,9 +19,11 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.template.loader import render_to_string
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 
-from events import inputs, ports, rules
+from events import i18n, inputs, ports, rules
 from events.adapters import format_begin, html_to_text
 from events.db import locks
 from events.errors import (
@@ -50,7 +52,7 @@ MAIL_TEMPLATE = "events/mail/registration_cancelled.html"
 MAIL_SUBJECT = "events/mail/registration_cancelled_subject.txt"
 PURPOSES = ("tickets", "order")
 CANCELLABLE = (RegistrationState.DRAFT, RegistrationState.OPEN)
-SOLD_MESSAGE = (
+SOLD_MESSAGE = gettext_lazy(
     "This ticket was bought through an order: to cancel it, please contact the organiser."
 )
 
@@ -85,33 +87,39 @@ def refusal(registration: Registration, *, now: datetime) -> DomainError | None:
     state = registration.state
     if state == RegistrationState.CANCEL:
         return CancellationRefused(
-            "This registration is already cancelled.", code=Code.ALREADY_CANCELLED
+            _("This registration is already cancelled."), code=Code.ALREADY_CANCELLED
         )
     if state not in CANCELLABLE:
         return InvalidTransition(
-            "An attended registration cannot be cancelled.", state=state, to="cancel"
+            _("An attended registration cannot be cancelled."), state=state, to="cancel"
         )
     if rules.is_cancelled(registration.event):
         return CancellationRefused(
-            "The event is cancelled: there is nothing left to cancel.",
+            _("The event is cancelled: there is nothing left to cancel."),
             code=Code.EVENT_CANCELLED,
         )
     if now >= start_of(registration):
         return CancellationRefused(
-            "The event has started: a registration can no longer be cancelled.",
+            _("The event has started: a registration can no longer be cancelled."),
             code=Code.EVENT_STARTED,
         )
     if registration.sale_status != SaleStatus.FREE:
         return CancellationRefused(
-            SOLD_MESSAGE,
+            str(SOLD_MESSAGE),
             code=Code.REGISTRATION_SOLD,
         )
     closes = deadline(registration)
     if now >= closes:
+        hours = registration.event.cancel_deadline_hours or 0
         return CancellationRefused(
-            "Cancellations closed "
-            f"{registration.event.cancel_deadline_hours} hours before the start: please "
-            "contact the organiser.",
+            ngettext(
+                "Cancellations closed %(hours)s hour before the start: please contact the "
+                "organiser.",
+                "Cancellations closed %(hours)s hours before the start: please contact the "
+                "organiser.",
+                hours,
+            )
+            % {"hours": hours},
             code=Code.CANCEL_DEADLINE_PASSED,
             deadline=closes.isoformat(),
         )
@@ -134,15 +142,15 @@ def cancel_by_attendee(
     claim = capability.read_any(purposes=PURPOSES, token=token)  # signature only, no query
     reg_id = inputs.as_id(registration_id)
     if reg_id is None:
-        raise CapabilityRefused("Invalid link.", reason="unknown_registration")
+        raise CapabilityRefused(_("Invalid link."), reason="unknown_registration")
     if claim.purpose == "tickets" and claim.subject != reg_id:
-        raise CapabilityRefused("Invalid link.", reason="other_registration")
+        raise CapabilityRefused(_("Invalid link."), reason="other_registration")
     with transaction.atomic():
         # The registration's event never changes: read it unlocked to know which Event row to
         # lock first.
         event_id = Registration.objects.filter(pk=reg_id).values_list("event_id", flat=True).first()
         if event_id is None:
-            raise CapabilityRefused("Invalid link.", reason="unknown_registration")
+            raise CapabilityRefused(_("Invalid link."), reason="unknown_registration")
         event, reg = locks.lock_event_and_registration(event_id, reg_id)
         reg.event = event
         _check_link(claim, reg)
@@ -162,9 +170,9 @@ def _check_link(claim: capability.Claim, registration: Registration) -> None:
         capability.current(claim=claim, registration=registration)
         return
     if registration.sale_order_ref != claim.subject:
-        raise CapabilityRefused("Invalid link.", reason="other_order")
+        raise CapabilityRefused(_("Invalid link."), reason="other_order")
     if not registration.active:
-        raise CapabilityRefused("Invalid link.", reason="archived_registration")
+        raise CapabilityRefused(_("Invalid link."), reason="archived_registration")
     capability.current_order(claim=claim)
 
 
@@ -203,16 +211,19 @@ def _render(registration: Registration) -> ports.RenderedMessage:
     ):
         return renderer.render(template_ref=TEMPLATE_REF, registration=registration)
     event = registration.event
-    context = {
-        "name": registration.name,
-        "event_name": event.name,
-        "event_begin": format_begin(start_of(registration), event.date_tz),
-        "venue": event.venue,
-        "organizer": event.organizer,
-        "tickets_url": links.tickets_url(registration),
-    }
-    subject = " ".join(render_to_string(MAIL_SUBJECT, context).split())
-    markup = render_to_string(MAIL_TEMPLATE, context)
+    # In the registration's language, whatever language this process runs in.
+    lang = i18n.choose(registration.lang, event=event)
+    with translation.override(lang):
+        context = {
+            "name": registration.name,
+            "event_name": i18n.localized(event, "name", lang),
+            "event_begin": format_begin(start_of(registration), event.date_tz),
+            "venue": i18n.localized(event, "venue", lang),
+            "organizer": event.organizer,
+            "tickets_url": links.tickets_url(registration),
+        }
+        subject = " ".join(render_to_string(MAIL_SUBJECT, context).split())
+        markup = render_to_string(MAIL_TEMPLATE, context)
     return ports.RenderedMessage(
         channel=NotificationType.MAIL,
         subject=subject,

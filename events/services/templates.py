@@ -17,16 +17,21 @@ from django.db import transaction
 from events.errors import NotFound, ValidationFailed
 from events.models import Mail, MessageTemplate, TypeMail
 from events.services import audit, scheduler
-from events.services.reference import apply_fields, check_fields, jsonable
+from events.services.reference import apply_fields, check_fields, check_texts, jsonable
 
-TEMPLATE_FIELDS = frozenset({"ref", "name", "channel", "subject", "body"})
+TEMPLATE_FIELDS = frozenset({"ref", "name", "channel", "subject", "body", "translations"})
 
 
-def _check_syntax(body: str | None, subject: str | None) -> None:
-    """A template that does not compile is refused before it reaches a scheduler pass."""
+def _check_syntax(fields: dict[str, Any]) -> None:
+    """A template that does not compile, in any of its languages, is refused before it reaches
+    a scheduler pass."""
     from django.template import Template, TemplateSyntaxError
 
-    for field, text in (("body", body), ("subject", subject)):
+    check_texts(fields, MessageTemplate)
+    texts = [("body", fields.get("body")), ("subject", fields.get("subject"))]
+    for lang, translated in (fields.get("translations") or {}).items():
+        texts += [(f"translations.{lang}.{name}", text) for name, text in translated.items()]
+    for field, text in texts:
         if text is None:
             continue
         try:
@@ -44,7 +49,7 @@ def _in_use(ref: str) -> bool:
 
 def create_template(*, actor: Any, **fields: Any) -> MessageTemplate:
     check_fields(fields, TEMPLATE_FIELDS)
-    _check_syntax(fields.get("body"), fields.get("subject"))
+    _check_syntax(fields)
     with transaction.atomic():
         if MessageTemplate.objects.filter(ref=fields.get("ref")).exists():
             raise ValidationFailed(f"A template {fields.get('ref')!r} exists already.", field="ref")
@@ -64,7 +69,7 @@ def create_template(*, actor: Any, **fields: Any) -> MessageTemplate:
 def update_template(*, template: MessageTemplate, actor: Any, **fields: Any) -> MessageTemplate:
     """Edit a template; the audit row names the changed fields (a body edit by size only)."""
     check_fields(fields, TEMPLATE_FIELDS)
-    _check_syntax(fields.get("body"), fields.get("subject"))
+    _check_syntax(fields)
     with transaction.atomic():
         locked = MessageTemplate.objects.select_for_update().get(pk=template.pk)
         before_ref = locked.ref

@@ -22,7 +22,7 @@ from events.errors import ValidationFailed
 from events.models import Event, EventType, Ticket
 from events.services import audit, seats, waitlist_nudge
 from events.services.event_types import lock_event_type
-from events.services.reference import apply_fields, check_fields, jsonable
+from events.services.reference import apply_fields, check_fields, check_texts, jsonable
 
 TICKET_FIELDS = frozenset(
     {
@@ -35,6 +35,7 @@ TICKET_FIELDS = frozenset(
         "price",
         "product_ref",
         "limit_max_per_order",
+        "translations",
     }
 )
 
@@ -85,6 +86,7 @@ def create_ticket(
 ) -> Ticket:
     """A new ticket of exactly one owner (an event, or an event type as a template)."""
     check_fields(fields, TICKET_FIELDS)
+    check_texts(fields, Ticket)
     if (event is None) == (event_type is None):
         raise ValidationFailed("A ticket belongs to an event or an event type.", field="event")
     event_id = event.pk if event is not None else None
@@ -110,6 +112,7 @@ def create_ticket(
 def update_ticket(*, ticket: Ticket, actor: Any, **fields: Any) -> Ticket:
     """Change a ticket's terms; a seat limit below the seats taken is refused."""
     check_fields(fields, TICKET_FIELDS)
+    check_texts(fields, Ticket)
     with transaction.atomic():
         event = _lock_owner(ticket.event_id, ticket.event_type_id)
         locked = Ticket.objects.select_for_update().get(pk=ticket.pk)

@@ -27,9 +27,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.translation import gettext as _
 
-from events import inputs, ports, rules
+from events import i18n, inputs, ports, rules
 from events.adapters import format_begin, html_to_text
 from events.db import locks
 from events.errors import (
@@ -123,7 +124,10 @@ def _contact(value: Any, field: str) -> str:
         return ""
     if not isinstance(value, str):
         raise ValidationFailed(
-            f"{field} must be text.", code="invalid_attendee", attendee=0, field=field
+            _("%(field)s must be text.") % {"field": inputs.FIELD_LABELS.get(field, field)},
+            code="invalid_attendee",
+            attendee=0,
+            field=field,
         )
     return inputs.check_contact(value, field=field, attendee=0)
 
@@ -132,18 +136,18 @@ def _check_person(name: Any, email: Any) -> tuple[str, str]:
     name, email = _contact(name, "name"), _contact(email, "email")
     if not name:
         raise ValidationFailed(
-            "Please give your name.", code="invalid_attendee", attendee=0, field="name"
+            _("Please give your name."), code="invalid_attendee", attendee=0, field="name"
         )
     if not email:
         raise ValidationFailed(
-            "Please give your email address: the offer of a seat is sent there.",
+            _("Please give your email address: the offer of a seat is sent there."),
             code="invalid_attendee",
             attendee=0,
             field="email",
         )
     if not is_valid_email(email):
         raise ValidationFailed(
-            f"{email!r} is not an email address.",
+            _("“%(email)s” is not an email address.") % {"email": email},
             code="invalid_attendee",
             attendee=0,
             field="email",
@@ -157,15 +161,15 @@ def _check_sale(ticket: Ticket, now: datetime) -> None:
     state = rules.sale_state(ticket=ticket, now=now)
     if state == "not_started":
         raise ValidationFailed(
-            "Sales of this ticket have not started yet.", code="sale_not_started", field="ticket"
+            _("Sales of this ticket have not started yet."), code="sale_not_started", field="ticket"
         )
     if state == "ended":
         raise ValidationFailed(
-            "Sales of this ticket have ended.", code="sale_ended", field="ticket"
+            _("Sales of this ticket have ended."), code="sale_ended", field="ticket"
         )
     if state == "priced":
         raise ValidationFailed(
-            "This ticket is sold through our shop, not here.",
+            _("This ticket is sold through our shop, not here."),
             code="priced_ticket",
             field="ticket",
         )
@@ -180,8 +184,14 @@ def join(
     email: Any,
     actor: Any,
     now: datetime | None = None,
+    lang: Any = None,
+    language: str | None = None,
 ) -> Joined:
     """Put a person on the waiting list of a sold-out (ticket, slot) pair of a public event.
+
+    The entry keeps its language: `lang` (the body's, refused with `invalid_value` when it is
+    not a product language), else `language` (the request's), else the event's default; its
+    offer mail and the registration an accepted offer becomes use it.
 
     The intake's checks in the intake's order and codes: name and email (both required here),
     an unpublished event (`not_found`), closed registrations, the ticket / slot pair
@@ -194,13 +204,14 @@ def join(
     """
     now = now or timezone.now()
     name, email = _check_person(name, email)
+    lang = inputs.check_lang(lang)
     with transaction.atomic():
         locked = locks.lock_event(event.pk)
         if not (locked.is_published and locked.active):
-            raise NotFound("No such event.")
+            raise NotFound(_("No such event."))
         reason = rules.closed_reason(locked, now=now)
         if reason is not None:
-            raise RegistrationsClosed(f"Registrations are closed ({reason}).", reason=reason)
+            raise RegistrationsClosed(rules.closed_message(reason), reason=reason)
         fresh: Any = None
         if ticket is not None:
             # The ticket as committed now (its price and sale window may have changed).
@@ -223,7 +234,7 @@ def join(
         # someone already listed meets too, so no answer tells whether an address is listed.
         available = seat_engine.availability(event=locked, ticket=ticket, slot=slot)
         if available is None or available > 0:
-            raise SeatsAvailable("Seats are available: please register instead.")
+            raise SeatsAvailable(_("Seats are available: please register instead."))
         existing = (
             WaitlistEntry.objects.filter(event=locked, state__in=LIVE, email=email)
             .filter(_pair(ticket_id, slot_id))
@@ -233,7 +244,12 @@ def join(
         if existing is not None:
             return Joined(existing, False, position(existing))
         entry = WaitlistEntry.objects.create(
-            event=locked, ticket=ticket, slot=slot, name=name, email=email
+            event=locked,
+            ticket=ticket,
+            slot=slot,
+            name=name,
+            email=email,
+            lang=i18n.choose(lang, language, event=locked),
         )
         audit.record(
             actor=actor,
@@ -414,7 +430,7 @@ def accept(*, token: str, now: datetime | None = None) -> Accepted:
             .first()
         )
         if event_id is None:
-            raise CapabilityRefused("Invalid link.", reason="unknown_entry")
+            raise CapabilityRefused(_("Invalid link."), reason="unknown_entry")
         event = locks.lock_event(event_id)
         entry = capability.current_offer(
             claim=claim,
@@ -425,20 +441,20 @@ def accept(*, token: str, now: datetime | None = None) -> Accepted:
         )
         if entry.state == W.ACCEPTED:
             if entry.registration is None:  # the registration was deleted by hand since
-                raise CapabilityRefused("Invalid link.", reason="accepted_entry")
+                raise CapabilityRefused(_("Invalid link."), reason="accepted_entry")
             return Accepted(entry, entry.registration, False)
         if entry.expires_at is None or now >= entry.expires_at:
-            raise CapabilityRefused("Invalid link.", reason="expired_offer")
+            raise CapabilityRefused(_("Invalid link."), reason="expired_offer")
 
         def recheck(locked: Event, ticket: Ticket | None) -> None:
             # On the inputs register() confirms under the Event lock (this block holds it
             # already): what may have changed since the offer.
             reason = rules.closed_reason(locked, now=now)
             if reason is not None:
-                raise RegistrationsClosed(f"Registrations are closed ({reason}).", reason=reason)
+                raise RegistrationsClosed(rules.closed_message(reason), reason=reason)
             if ticket is not None and ticket.price > 0:
                 raise ValidationFailed(
-                    "This ticket is sold through our shop, not here.",
+                    _("This ticket is sold through our shop, not here."),
                     code="priced_ticket",
                     field="ticket",
                 )
@@ -451,6 +467,7 @@ def accept(*, token: str, now: datetime | None = None) -> Accepted:
             state="open",
             held_seats=1,
             recheck=recheck,
+            lang=entry.lang,
             actor=Actor(ActorType.ATTENDEE, id=str(entry.pk), label="waiting-list offer"),
             now=now,
         )
@@ -479,9 +496,9 @@ def offer_for(*, token: str, now: datetime | None = None) -> WaitlistEntry:
         .first(),
     )
     if entry.state != W.OFFERED:
-        raise CapabilityRefused("Invalid link.", reason=f"{entry.state}_entry")
+        raise CapabilityRefused(_("Invalid link."), reason=f"{entry.state}_entry")
     if entry.expires_at is None or now >= entry.expires_at:
-        raise CapabilityRefused("Invalid link.", reason="expired_offer")
+        raise CapabilityRefused(_("Invalid link."), reason="expired_offer")
     return entry
 
 
@@ -563,7 +580,9 @@ def remove(*, entry: WaitlistEntry, actor: Any, now: datetime | None = None) -> 
         before = locked.state
         if before not in LIVE:
             raise InvalidTransition(
-                f"A {before} entry cannot be removed.", state=before, to=W.REMOVED
+                _("A %(state)s entry cannot be removed.") % {"state": before},
+                state=before,
+                to=W.REMOVED,
             )
         if before == W.OFFERED:
             _release(event, [locked])
@@ -589,18 +608,18 @@ def offer_now(*, entry: WaitlistEntry, actor: Any, now: datetime | None = None) 
         event, locked = _locked_entry(entry)
         if locked.state != W.WAITING:
             raise InvalidTransition(
-                f"A {locked.state} entry cannot be offered a seat.",
+                _("A %(state)s entry cannot be offered a seat.") % {"state": locked.state},
                 state=locked.state,
                 to=W.OFFERED,
             )
         reason = rules.closed_reason(event, now=now)
         if reason is not None:
-            raise RegistrationsClosed(f"Registrations are closed ({reason}).", reason=reason)
+            raise RegistrationsClosed(rules.closed_message(reason), reason=reason)
         if locked.ticket is not None:
             _check_sale(locked.ticket, now)
         offered = _offer_next(event, now=now, entries=[locked], actor=actor)
         if not offered:
-            raise SeatsUnavailable("No seat of this ticket / slot is free.")
+            raise SeatsUnavailable(_("No seat of this ticket / slot is free."))
     return offered[0]
 
 
@@ -619,19 +638,22 @@ def _offer_mail(
     begin = slot.start_datetime if slot is not None else event.date_begin
     ticket = tickets.get(entry.ticket_id) if entry.ticket_id else None
     assert entry.expires_at is not None
-    context = {
-        "name": entry.name,
-        "event_name": event.name,
-        "event_begin": format_begin(begin, event.date_tz),
-        "venue": event.venue,
-        "organizer": event.organizer,
-        "ticket_name": ticket.name if ticket is not None else "",
-        "expires": format_begin(entry.expires_at, event.date_tz),
-        "hours": hours,
-        "offer_url": offer_url(entry),
-    }
-    subject = " ".join(render_to_string(MAIL_SUBJECT, context).split())
-    markup = render_to_string(MAIL_TEMPLATE, context)
+    # In the entry's language, whatever language this process runs in.
+    lang = i18n.choose(entry.lang, event=event)
+    with translation.override(lang):
+        context = {
+            "name": entry.name,
+            "event_name": i18n.localized(event, "name", lang),
+            "event_begin": format_begin(begin, event.date_tz),
+            "venue": i18n.localized(event, "venue", lang),
+            "organizer": event.organizer,
+            "ticket_name": i18n.localized(ticket, "name", lang) if ticket is not None else "",
+            "expires": format_begin(entry.expires_at, event.date_tz),
+            "hours": hours,
+            "offer_url": offer_url(entry),
+        }
+        subject = " ".join(render_to_string(MAIL_SUBJECT, context).split())
+        markup = render_to_string(MAIL_TEMPLATE, context)
     return ports.OutgoingMail(
         idempotency_key=mail_key(entry),
         recipient=entry.email,

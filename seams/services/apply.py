@@ -200,6 +200,7 @@ def _mint(
         lines=lines,
         amount_total=order.amount_total,
         utm=order.utm,
+        lang=order.lang,
         actor=actor,
     )
     summary = changes.summary()

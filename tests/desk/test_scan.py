@@ -569,7 +569,7 @@ def test_an_admission_on_unchanged_rows_checks_them_in_its_one_round_trip():
         answer = register_attendee(barcode=reg.barcode, event_id=reg.event_id, actor=DESK)
     assert answer["status"] == "confirmed_registration"
     sql = [q["sql"] for q in ctx.captured_queries]
-    checks = [q for q in sql if "rows as seen" in q]
+    checks = [q for q in sql if "rows_as_seen" in q]
     assert len(checks) == 1
     # one attempt: each lock taken once
     assert sum("FOR UPDATE OF e" in q for q in sql) == 1

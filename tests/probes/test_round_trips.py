@@ -608,7 +608,7 @@ def test_a_desk_scan_over_http_is_four_round_trips_admitted_or_not(wire):
         assert wire.count() == DESK_ADMISSION_ROUND_TRIPS
         sent = [q["sql"] for q in statements.captured_queries]
         assert 'FROM "django_session"' in sent[0]
-        assert "rows as seen" in next(sql for sql in sent if "events_rows_guard" in sql)
+        assert "rows_as_seen" in next(sql for sql in sent if "events_rows_guard" in sql)
 
         connection.health_check_done = False
         wire.reset()

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.db import transaction
 
-from events import hooks
+from events import hooks, i18n
 from events.models import Event, Mail
 from events.ports import OutgoingSms
 from events.services import nudge, scheduler
@@ -101,6 +101,10 @@ def test_seed_demo_adds_an_sms_confirmation_the_pass_sends_and_the_gateway_recei
     rows = list(SmsOutbox.objects.filter(scheduler=confirmation))
     holders = summit.registrations.filter(state__in=("open", "done"), active=True)
     assert 0 < len(rows) <= holders.count()
-    assert all(row.to.startswith("+") and summit.name in row.body for row in rows)
+    # Each in its registration's language (the summit's name in it).
+    for row in rows:
+        name = i18n.localized(summit, "name", row.registration.lang)
+        assert row.to.startswith("+") and name in row.body
+    assert {row.registration.lang for row in rows} >= {"en", "fr"}
     gateway.expect_request("/sms", headers=bearer()).respond_with_json({})
     assert delivery.deliver_outbox().sent == len(rows)

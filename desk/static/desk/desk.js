@@ -89,6 +89,11 @@
     pending: { tone: "idle", icon: "clock", title: "Checking…" },
     idle: { tone: "idle", icon: "dot", title: "Ready — scan a ticket" }
   };
+  // The titles in the page's language (the page's texts; the English above when missing).
+  Object.keys(STATUS).forEach(function (key) {
+    if (TEXT["status_" + key]) STATUS[key].title = TEXT["status_" + key];
+  });
+  var LANG = document.documentElement.lang || undefined;
 
   var latest = 0; // the newest request: only its answer takes the big panel
 
@@ -115,7 +120,7 @@
   function when(iso) {
     if (!iso) return "";
     var d = new Date(iso);
-    return d.toLocaleString([], { weekday: "short", day: "numeric", month: "short", hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
+    return d.toLocaleString(LANG, { weekday: "short", day: "numeric", month: "short", hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
   }
 
   function details(data) {
@@ -127,13 +132,14 @@
       facts.appendChild(el("dt", null, label));
       facts.appendChild(el("dd", null, value));
     }
-    fact("Ticket", data.ticket_name);
-    fact("Slot", data.slot_name);
+    fact(TEXT.fact_ticket, data.ticket_name);
+    fact(TEXT.fact_slot, data.slot_name);
     if (data.sale_status && data.sale_status !== "free" && data.is_paid) fact(TEXT.payment, TEXT.paid);
-    fact("Company", data.company_name);
-    if (data.event_id && data.event_id !== eventId) fact("Event", data.event_name);
+    fact(TEXT.fact_company, data.company_name);
+    if (data.event_id && data.event_id !== eventId) fact(TEXT.fact_event, data.event_name);
     if (data.date_closed) {
-      fact("Checked in", (data.is_date_closed_today ? "today, " : "") + when(data.date_closed));
+      var at = when(data.date_closed);
+      fact(TEXT.fact_checked_in, data.is_date_closed_today ? fmt(TEXT.checked_in_today, { time: at }) : at);
     }
     if (facts.childNodes.length) box.appendChild(facts);
     if (data.registration_answers && data.registration_answers.length) {
@@ -264,12 +270,12 @@
     if (answer.failed || answer.status >= 500 || (!answer.ok && !answer.data)) {
       // No answer, a timeout or a server error: the transaction did not commit.
       status = "not_recorded";
-      message = barcode ? "Barcode " + barcode + " was not checked. Scan it again." : "Scan it again.";
+      message = barcode ? fmt(TEXT.not_checked, { barcode: barcode }) : TEXT.scan_again;
     } else if (!answer.ok) {
       status = "refused";
       var error = answer.data && answer.data.error;
       message = error ? error.message + " (" + error.code + ")" : "HTTP " + answer.status;
-      if (answer.status === 403) message += " — log in again if your session expired.";
+      if (answer.status === 403) message += " — " + TEXT.session_expired;
     } else {
       data = answer.data;
       status = data.status;
@@ -281,7 +287,7 @@
 
   function scan(barcode) {
     var seq = ++latest;
-    show("pending", null, "Barcode " + barcode);
+    show("pending", null, fmt(TEXT.barcode, { barcode: barcode }));
     var payload = { barcode: barcode, event_id: eventId, nonce: nonce() };
     if (slotId) payload.slot_id = slotId;
     var scannedAt = new Date().toISOString();
@@ -533,7 +539,7 @@
     if (!id) return;
     var seq = ++latest;
     manual.hidden = true;
-    show("pending", null, "Confirming entry…");
+    show("pending", null, TEXT.confirming);
     post(root.dataset.confirmUrl, { registration_id: id, nonce: nonce() }).then(function (answer) {
       handle(answer, "", seq);
       input.focus();

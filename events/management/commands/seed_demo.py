@@ -45,6 +45,43 @@ TEMPLATES = [
             '<p>Your tickets and QR code: <a href="{{ tickets_url }}">{{ tickets_url }}</a><br>\n'
             'Add it to your calendar: <a href="{{ ics_url }}">{{ ics_url }}</a></p>'
         ),
+        "translations": {
+            "fr": {
+                "subject": "Vous êtes inscrit : {{ event.name }}",
+                "body": (
+                    "<p>Bonjour {{ registration.name }},</p>\n"
+                    "<p>votre place pour <strong>{{ event.name }}</strong> est confirmée.</p>\n"
+                    "<p>Quand : {{ event_begin }}<br>Où : {{ event.venue }}</p>\n"
+                    "<p>Vos billets et votre code QR : "
+                    '<a href="{{ tickets_url }}">{{ tickets_url }}</a><br>\n'
+                    "Ajoutez-le à votre calendrier : "
+                    '<a href="{{ ics_url }}">{{ ics_url }}</a></p>'
+                ),
+            },
+            "nl": {
+                "subject": "U bent ingeschreven: {{ event.name }}",
+                "body": (
+                    "<p>Beste {{ registration.name }},</p>\n"
+                    "<p>uw plaats voor <strong>{{ event.name }}</strong> is bevestigd.</p>\n"
+                    "<p>Wanneer: {{ event_begin }}<br>Waar: {{ event.venue }}</p>\n"
+                    "<p>Uw tickets en QR-code: "
+                    '<a href="{{ tickets_url }}">{{ tickets_url }}</a><br>\n'
+                    'Zet het in uw agenda: <a href="{{ ics_url }}">{{ ics_url }}</a></p>'
+                ),
+            },
+            "de": {
+                "subject": "Sie sind angemeldet: {{ event.name }}",
+                "body": (
+                    "<p>Guten Tag {{ registration.name }},</p>\n"
+                    "<p>Ihr Platz für <strong>{{ event.name }}</strong> ist bestätigt.</p>\n"
+                    "<p>Wann: {{ event_begin }}<br>Wo: {{ event.venue }}</p>\n"
+                    "<p>Ihre Tickets und Ihr QR-Code: "
+                    '<a href="{{ tickets_url }}">{{ tickets_url }}</a><br>\n'
+                    "In Ihren Kalender eintragen: "
+                    '<a href="{{ ics_url }}">{{ ics_url }}</a></p>'
+                ),
+            },
+        },
     },
     {
         "ref": "event-reminder",
@@ -56,6 +93,38 @@ TEMPLATES = [
             "<p>{{ event.name }} starts {{ event_begin }}. {{ event.ticket_instructions }}</p>\n"
             '<p>Show this QR code at the desk: <a href="{{ tickets_url }}">your tickets</a></p>'
         ),
+        "translations": {
+            "fr": {
+                "subject": "Demain : {{ event.name }}",
+                "body": (
+                    "<p>Bonjour {{ registration.name }},</p>\n"
+                    "<p>{{ event.name }} commence le {{ event_begin }}. "
+                    "{{ event.ticket_instructions }}</p>\n"
+                    "<p>Présentez ce code QR à l'accueil : "
+                    '<a href="{{ tickets_url }}">vos billets</a></p>'
+                ),
+            },
+            "nl": {
+                "subject": "Morgen: {{ event.name }}",
+                "body": (
+                    "<p>Beste {{ registration.name }},</p>\n"
+                    "<p>{{ event.name }} begint op {{ event_begin }}. "
+                    "{{ event.ticket_instructions }}</p>\n"
+                    "<p>Toon deze QR-code aan het onthaal: "
+                    '<a href="{{ tickets_url }}">uw tickets</a></p>'
+                ),
+            },
+            "de": {
+                "subject": "Morgen: {{ event.name }}",
+                "body": (
+                    "<p>Guten Tag {{ registration.name }},</p>\n"
+                    "<p>{{ event.name }} beginnt am {{ event_begin }}. "
+                    "{{ event.ticket_instructions }}</p>\n"
+                    "<p>Zeigen Sie diesen QR-Code am Einlass: "
+                    '<a href="{{ tickets_url }}">Ihre Tickets</a></p>'
+                ),
+            },
+        },
     },
     {
         "ref": "event-reminder-sms",
@@ -63,8 +132,79 @@ TEMPLATES = [
         "channel": "sms",
         "subject": "",
         "body": "{{ event.name }} starts {{ event_begin }}. Tickets: {{ tickets_url }}",
+        "translations": {
+            "fr": {
+                "body": "{{ event.name }} commence le {{ event_begin }}. "
+                "Billets : {{ tickets_url }}"
+            },
+            "nl": {
+                "body": "{{ event.name }} begint op {{ event_begin }}. Tickets: {{ tickets_url }}"
+            },
+            "de": {
+                "body": "{{ event.name }} beginnt am {{ event_begin }}. Tickets: {{ tickets_url }}"
+            },
+        },
     },
 ]
+
+# The summit in the four languages: its own texts (the columns are English, its default) and
+# its type's lines, which the summit copies.
+SUMMIT_TEXTS = {
+    "fr": {
+        "name": "Sommet de l'open source",
+        "description": "Deux jours de conférences et d'ateliers sur l'exploitation de logiciels "
+        "libres en production.",
+        "venue": "Square – Centre de congrès de Bruxelles",
+        "ticket_instructions": "Présentez le code QR sur votre téléphone ou imprimé ; ouverture "
+        "des portes à 8 h 30.",
+    },
+    "nl": {
+        "name": "Opensourcetop",
+        "description": "Twee dagen lezingen en workshops over opensourcesoftware in productie.",
+        "venue": "Square – Congrescentrum Brussel",
+        "ticket_instructions": "Toon de QR-code op uw telefoon of afgedrukt; de deuren gaan open "
+        "om 8.30 uur.",
+    },
+    "de": {
+        "name": "Open-Source-Gipfel",
+        "description": "Zwei Tage Vorträge und Workshops zum Betrieb von Open-Source-Software in "
+        "der Produktion.",
+        "venue": "Square – Kongresszentrum Brüssel",
+        "ticket_instructions": "Zeigen Sie den QR-Code auf Ihrem Telefon oder ausgedruckt vor; "
+        "Einlass ab 8:30 Uhr.",
+    },
+}
+# (fr, nl, de) of a line's text.
+LINE_TEXTS = {
+    "Community": ("Communauté", "Gemeenschap", "Gemeinschaft"),
+    "Standard": ("Standard", "Standaard", "Standard"),
+    "Supporter": ("Soutien", "Supporter", "Förderer"),
+    "T-shirt size": ("Taille de t-shirt", "T-shirtmaat", "T-Shirt-Größe"),
+    "Company": ("Société", "Bedrijf", "Firma"),
+    "Dietary requirements": ("Régime alimentaire", "Dieetwensen", "Ernährungswünsche"),
+    "How did you hear of us?": (
+        "Comment avez-vous entendu parler de nous ?",
+        "Hoe hebt u over ons gehoord?",
+        "Wie haben Sie von uns erfahren?",
+    ),
+    "A colleague": ("Un ou une collègue", "Een collega", "Durch Kollegen"),
+    "Social media": ("Réseaux sociaux", "Sociale media", "Soziale Medien"),
+    "Newsletter": ("Lettre d'information", "Nieuwsbrief", "Newsletter"),
+    "Other": ("Autre", "Andere", "Sonstiges"),
+}
+# The summit's first attendees register in these languages (their mails go out in them).
+ATTENDEE_LANGUAGES = ("en", "fr", "nl", "de", "fr", "nl")
+
+
+def _texts(text: str, field: str) -> dict[str, dict[str, str]]:
+    """The translations of one line's text, {"fr": {field: …}, …} (none for a size)."""
+    found = LINE_TEXTS.get(text)
+    return (
+        {}
+        if found is None
+        else {lang: {field: t} for lang, t in zip(("fr", "nl", "de"), found, strict=True)}
+    )
+
 
 ATTENDEES = [
     ("Ada Lovelace", "ada@example.org", "+44 20 7946 0000", "Analytical Engines Ltd"),
@@ -128,6 +268,7 @@ class Command(BaseCommand):
         Ticket.objects.create(
             event_type=event_type,
             name="Community",
+            translations=_texts("Community", "name"),
             sequence=1,
             seats_max=40,
             price=Decimal("0"),
@@ -136,6 +277,7 @@ class Command(BaseCommand):
         Ticket.objects.create(
             event_type=event_type,
             name="Standard",
+            translations=_texts("Standard", "name"),
             sequence=2,
             price=Decimal("149.00"),
             product_ref="PROD-CONF-STD",
@@ -144,6 +286,7 @@ class Command(BaseCommand):
         Ticket.objects.create(
             event_type=event_type,
             name="Supporter",
+            translations=_texts("Supporter", "name"),
             sequence=3,
             seats_max=20,
             price=Decimal("399.00"),
@@ -151,18 +294,27 @@ class Command(BaseCommand):
             limit_max_per_order=2,
         )
         shirt = Question.objects.create(
-            event_type=event_type, title="T-shirt size", question_type="simple_choice", sequence=1
+            event_type=event_type,
+            title="T-shirt size",
+            question_type="simple_choice",
+            sequence=1,
+            translations=_texts("T-shirt size", "title"),
         )
         for i, size in enumerate(["S", "M", "L", "XL"]):
             QuestionChoice.objects.create(question=shirt, name=size, sequence=i)
         Question.objects.create(
-            event_type=event_type, title="Company", question_type="company_name", sequence=2
+            event_type=event_type,
+            title="Company",
+            question_type="company_name",
+            sequence=2,
+            translations=_texts("Company", "title"),
         )
         Question.objects.create(
             event_type=event_type,
             title="Dietary requirements",
             question_type="text_box",
             sequence=3,
+            translations=_texts("Dietary requirements", "title"),
         )
         found = Question.objects.create(
             event_type=event_type,
@@ -171,9 +323,12 @@ class Command(BaseCommand):
             once_per_order=True,
             is_mandatory_answer=True,
             sequence=4,
+            translations=_texts("How did you hear of us?", "title"),
         )
         for i, channel in enumerate(["A colleague", "Social media", "Newsletter", "Other"]):
-            QuestionChoice.objects.create(question=found, name=channel, sequence=i)
+            QuestionChoice.objects.create(
+                question=found, name=channel, sequence=i, translations=_texts(channel, "name")
+            )
         TypeMail.objects.create(
             event_type=event_type,
             sequence=1,
@@ -218,6 +373,8 @@ class Command(BaseCommand):
             organizer="Open Source Foundation Europe",
             description="Two days of talks and workshops on running open-source software "
             "in production.",
+            lang="en",
+            translations=SUMMIT_TEXTS,
         )
         event = event_services.publish(event=event, actor=ACTOR)
         community = event.tickets.get(name="Community")
@@ -241,6 +398,7 @@ class Command(BaseCommand):
                     }
                 ],
                 utm={"source": "newsletter" if i % 2 else "social"},
+                lang=ATTENDEE_LANGUAGES[i],
                 actor=ACTOR,
             )
         # Every state: attended, cancelled, unconfirmed (draft), and a partner-sourced order.

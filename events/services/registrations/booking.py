@@ -35,8 +35,9 @@ from typing import Any
 
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
-from events import hooks
+from events import hooks, i18n
 from events.db import booking as booking_sql
 from events.errors import (
     InvalidTransition,
@@ -88,6 +89,7 @@ class BookingRequest:
     sale_order_line_ref: str
     sale_status: str
     utm: Mapping[str, str]
+    lang: str
     contact_sources: tuple[str, ...]
     recheck: Callable[[Event, Ticket | None], None] | None
     held_seats: int
@@ -112,6 +114,7 @@ def register(
     sale_status: str = "free",
     utm: Mapping[str, str] | None = None,
     actor: Any,
+    lang: str | None = None,
     contact_sources: Sequence[str] | None = None,
     recheck: Callable[[Event, Ticket | None], None] | None = None,
     held_seats: int = 0,
@@ -120,6 +123,9 @@ def register(
     inputs: booking_sql.BookingInputs | None = None,
 ) -> list[Registration]:
     """Create one registration per attendee, all or none.
+
+    `lang`: the language the registrations are made in (one of settings.LANGUAGES); every later
+    message to the attendees uses it. None (or another value): the event's default language.
 
     `held_seats`: that many of the attendees take seats held for them in the seat ledger (an
     accepted waiting-list offer, events.services.waitlist): those move from held to reserved
@@ -151,11 +157,15 @@ def register(
     nothing.
     """
     if (None, state) not in TRANSITIONS:
-        raise InvalidTransition(f"A registration cannot be created in state {state!r}.")
+        raise InvalidTransition(
+            _("A registration cannot be created in state “%(state)s”.") % {"state": state}
+        )
     if not attendees:
-        raise ValidationFailed("At least one attendee is needed.", code="invalid_quantity")
+        raise ValidationFailed(_("At least one attendee is needed."), code="invalid_quantity")
     if sale_status not in SALE_STATUSES:
-        raise ValidationFailed(f"Unknown sale status {sale_status!r}.", code="invalid_value")
+        raise ValidationFailed(
+            _("Unknown sale status “%(status)s”.") % {"status": sale_status}, code="invalid_value"
+        )
     if not 0 <= held_seats <= len(attendees) or (held_seats and state != S.OPEN):
         raise ValueError(f"held_seats={held_seats} for {len(attendees)} {state} attendee(s)")
     ticket_id = ticket.pk if ticket is not None else None
@@ -172,6 +182,7 @@ def register(
         sale_order_line_ref=sale_order_line_ref or "",
         sale_status=sale_status,
         utm=utm or {},
+        lang=i18n.choose(lang, event=event),
         contact_sources=tuple(contact_sources or [ContactSource.ATTENDEE] * len(attendees)),
         recheck=recheck,
         held_seats=held_seats,
@@ -233,7 +244,7 @@ def _book(request: BookingRequest, inputs: booking_sql.BookingInputs | None) -> 
             # The caller's slot was deleted since it read it (only its existence matters, which
             # the lock checks).
             raise ValidationFailed(
-                "This time slot no longer exists.", code="invalid_slot", field="slot"
+                _("This time slot no longer exists."), code="invalid_slot", field="slot"
             ) from exc
         if booking_sql.is_stale(exc) and not lock:
             raise _Stale from exc
@@ -258,7 +269,7 @@ def _decide(
     event = inputs.event
     state = request.state
     if state == S.OPEN and event.kanban_state == KanbanState.CANCEL:
-        raise RegistrationsClosed("The event is cancelled.", reason="cancelled")
+        raise RegistrationsClosed(_("The event is cancelled."), reason="cancelled")
     # The ticket as the inputs hold it (its limit, sale window and price may have changed since
     # the caller read it; events_book checks that these are still the committed ones).
     fresh: Ticket | _Unknown | None = None
@@ -304,6 +315,7 @@ def _decide(
                 utm_medium=utm.get("medium", "") or "",
                 utm_campaign=utm.get("campaign", "") or "",
                 confirmed_at=now if state == S.OPEN else None,
+                lang=request.lang,
                 **fields,
             )
         )

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 from events import inputs
 from events.errors import (
     ValidationFailed,
@@ -82,21 +84,21 @@ def check_pair(
     tickets, of this event; a slot exactly when the event is multi-slot, of this event.
     `UNKNOWN` is an id given that names no ticket/slot of the event."""
     if ticket is None and has_tickets:
-        raise ValidationFailed("Choose a ticket.", code="ticket_required", field="ticket")
+        raise ValidationFailed(_("Choose a ticket."), code="ticket_required", field="ticket")
     if ticket is UNKNOWN or (isinstance(ticket, Ticket) and ticket.event_id != event.pk):
         raise ValidationFailed(
-            "This ticket is not sold for this event.", code="invalid_ticket", field="ticket"
+            _("This ticket is not sold for this event."), code="invalid_ticket", field="ticket"
         )
     if not event.is_multi_slots:
         if slot is not None:
             raise ValidationFailed(
-                "This event has no time slots.", code="invalid_slot", field="slot"
+                _("This event has no time slots."), code="invalid_slot", field="slot"
             )
     elif slot is None:
-        raise ValidationFailed("Choose a time slot.", code="slot_required", field="slot")
+        raise ValidationFailed(_("Choose a time slot."), code="slot_required", field="slot")
     elif slot is UNKNOWN or (isinstance(slot, Slot) and slot.event_id != event.pk):
         raise ValidationFailed(
-            "This time slot is not a slot of this event.", code="invalid_slot", field="slot"
+            _("This time slot is not a slot of this event."), code="invalid_slot", field="slot"
         )
     assert not isinstance(ticket, _Unknown) and not isinstance(slot, _Unknown)
     return ticket, slot
@@ -120,7 +122,7 @@ def clean_answers(
         question = questions.get(inputs.as_id(key))  # type: ignore[arg-type]
         if question is None:
             raise ValidationFailed(
-                f"{str(key)!r} is not a question of this event.",
+                _("“%(question)s” is not a question of this event.") % {"question": key},
                 code="invalid_answer",
                 attendee=attendee,
                 question=str(key),
@@ -184,7 +186,10 @@ def _contact_fields(
         value = attendee.get(field) or ""
         if not isinstance(value, str):
             raise ValidationFailed(
-                f"{field} must be text.", code="invalid_attendee", attendee=index, field=field
+                _("%(field)s must be text.") % {"field": inputs.FIELD_LABELS.get(field, field)},
+                code="invalid_attendee",
+                attendee=index,
+                field=field,
             )
         fields[field] = inputs.check_contact(value, field=field, attendee=index)
     fields["phone"] = normalise_phone(fields["phone"], country=event.country)
@@ -194,7 +199,7 @@ def _contact_fields(
             fields[contact] = inputs.check_contact(value, field=contact, attendee=index)
     if fields["email"] and not is_valid_email(fields["email"]):
         raise ValidationFailed(
-            f"{fields['email']!r} is not an email address.",
+            _("“%(email)s” is not an email address.") % {"email": fields["email"]},
             code="invalid_attendee",
             attendee=index,
             field="email",

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from django.db import DatabaseError, connection, models, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from events import hooks
 from events.db import booking as booking_sql
@@ -156,15 +157,16 @@ def _write(
     source = reg.state
     if TRANSITIONS.get((source, to)) != verb:
         raise InvalidTransition(
-            f"A registration cannot go from {source} to {to} by {verb}.",
+            _("A registration cannot go from %(source)s to %(to)s by %(verb)s.")
+            % {"source": source, "to": to, "verb": verb},
             state=source,
             to=to,
         )
     if to in (S.OPEN, S.DONE) and event.kanban_state == KanbanState.CANCEL:
         # spec.md §4: nothing enters open/done on a cancelled event (attendance included).
-        raise RegistrationsClosed("The event is cancelled.")
+        raise RegistrationsClosed(_("The event is cancelled."))
     if not reg.active and (source, to) in ((S.DRAFT, S.OPEN),):
-        raise InvalidTransition("An archived registration cannot be confirmed.", state=source)
+        raise InvalidTransition(_("An archived registration cannot be confirmed."), state=source)
 
     hold = _ledger_delta(source, to, reg) if reg.active else None
     reg.state = to
@@ -240,7 +242,7 @@ def _write(
     return reg
 
 
-SEEN_CHECK = "rows as seen"
+SEEN_CHECK = "rows_as_seen"
 
 
 @cache
@@ -382,7 +384,9 @@ def undo_attendance(*, registration: Registration, actor: Any) -> Registration:
 def cancel(*, registration: Registration, actor: Any, source: str = "staff") -> Registration:
     """`source` is who cancelled: "staff" (the default) or "order" (a host order cancellation)."""
     if source not in CANCEL_SOURCES:
-        raise ValidationFailed(f"Unknown cancel source {source!r}.", code="invalid_value")
+        raise ValidationFailed(
+            _("Unknown cancel source “%(source)s”.") % {"source": source}, code="invalid_value"
+        )
     return _transition(registration, S.CANCEL, "cancel", actor, cancel_source=source)
 
 
@@ -392,12 +396,12 @@ def reset_to_draft(*, registration: Registration, actor: Any) -> Registration:
 
 def _set_active(registration: Registration, active: bool, actor: Any) -> Registration:
     with transaction.atomic():
-        _, reg = locks.lock_event_and_registration(registration.event_id, registration.pk)
+        _event, reg = locks.lock_event_and_registration(registration.event_id, registration.pk)
         if active and reg.active or not active and not reg.active:
             return reg
         if reg.state not in (S.DRAFT, S.CANCEL):
             raise ArchiveRefused(
-                "Only unconfirmed or cancelled registrations can be archived.", state=reg.state
+                _("Only unconfirmed or cancelled registrations can be archived."), state=reg.state
             )
         reg.active = active
         reg.save(update_fields=["active", "updated_at"])

@@ -266,6 +266,7 @@ LOADED_FIELDS = (
     "company_name",
     "barcode",
     "token_version",
+    "lang",  # every message is rendered in the registration's language
 )
 
 

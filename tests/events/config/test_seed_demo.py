@@ -84,3 +84,32 @@ def test_the_seat_ledger_is_consistent_after_the_seed(seeded):
     out = StringIO()
     call_command("seats_audit", stdout=out)
     assert out.getvalue().strip() == "seats_audit: 3 event(s) consistent"
+
+
+def test_the_summit_speaks_four_languages(seeded, client):
+    """Its texts, tickets, questions, choices and mail templates in en (the columns), fr, nl
+    and de; its attendees registered in several of them."""
+    from events.management.commands.seed_demo import SUMMIT
+    from events.models import MessageTemplate
+
+    summit = Event.objects.get(name=SUMMIT)
+    assert summit.lang == "en"
+    assert set(summit.translations) == {"fr", "nl", "de"}
+    for texts in summit.translations.values():
+        assert set(texts) == {"name", "description", "venue", "ticket_instructions"}
+    for ticket in summit.tickets.all():
+        assert set(ticket.translations) == {"fr", "nl", "de"}
+    for question in summit.questions.all():
+        assert set(question.translations) == {"fr", "nl", "de"}
+    refs = ("registration-confirmation", "event-reminder", "event-reminder-sms")
+    for template in MessageTemplate.objects.filter(ref__in=refs):
+        assert set(template.translations) == {"fr", "nl", "de"}
+    assert set(summit.registrations.values_list("lang", flat=True)) == {"en", "fr", "nl", "de"}
+    for lang, words in {
+        "fr": ("Sommet de l&#x27;open source", "Communauté", "Comment avez-vous entendu"),
+        "nl": ("Opensourcetop", "Gemeenschap", "Hoe hebt u over ons gehoord?"),
+        "de": ("Open-Source-Gipfel", "Gemeinschaft", "Wie haben Sie von uns erfahren?"),
+    }.items():
+        page = client.get(f"/events/{summit.pk}/?lang={lang}").content.decode()
+        for word in words:
+            assert word in page, (lang, word)
