@@ -24,8 +24,8 @@ write nothing (a duplicate, a scan that admits no one) are compared the same way
 the rows they are meant to write.
 
 Each example runs inside its own savepoint of the test's transaction, rolled back when the
-example ends, so every example starts from an empty world. Bounded: 25 examples of at most 25
-steps (about 15 s on two cores). A failure is shrunk to a short sequence of steps, which can
+example ends, so every example starts from an empty world. Bounded: 15 examples of at most 25
+steps (about 25 s of CPU). A failure is shrunk to a short sequence of steps, which can
 take Hypothesis several minutes (it stops shrinking after five).
 """
 
@@ -91,7 +91,7 @@ FORGER = new_secret()
 STAFF = Actor("user", id="staff", label="model staff")
 DESK = Actor("desk", id="desk", label="model desk")
 MACHINE_SETTINGS = settings(
-    max_examples=25,
+    max_examples=15,
     stateful_step_count=25,
     deadline=None,
     database=None,  # no example store in the checkout

@@ -22,7 +22,7 @@ from tests.seams.host import URL, new_secret, signed_headers
 
 SECRET = new_secret()
 FUZZ = settings(
-    max_examples=150,
+    max_examples=60,
     database=None,  # no .hypothesis/ example store in the checkout
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],

@@ -42,7 +42,7 @@ HOSTILE_VALUE = st.recursive(
     max_leaves=8,
 )
 EXAMPLES = settings(
-    max_examples=60,
+    max_examples=30,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

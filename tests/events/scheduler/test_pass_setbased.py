@@ -124,7 +124,7 @@ def shared(settings):
 
 @pytest.mark.django_db
 @settings(
-    max_examples=500,
+    max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
