@@ -86,7 +86,7 @@ from tests.stack import RecordingGateway, Web, free_port, start_beat, stop
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WEBS, WORKERS, BEATS = 3, 3, 2
-TRAFFIC = 20.0  # seconds of mixed traffic
+TRAFFIC = 10.0  # seconds of mixed traffic
 BEAT_EVERY = 2.0  # seconds between a beat's ticks (the project's: 60 s)
 START_DEADLINE = 60.0
 DRAIN_DEADLINE = 45.0
