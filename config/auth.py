@@ -25,7 +25,7 @@ from django.contrib.auth.models import Permission
 from django.contrib.postgres.expressions import ArraySubquery
 from django.core.exceptions import PermissionDenied
 from django.db import DEFAULT_DB_ALIAS
-from django.db.models import F, Func, OuterRef, TextField
+from django.db.models import OuterRef
 
 from events.read import statements
 from events.read.statements import orm_sql
@@ -36,13 +36,7 @@ def _permission_names(query) -> ArraySubquery:
     (the separator in the text, not a parameter: the statement takes only the user id)."""
     return ArraySubquery(
         query.annotate(
-            full_name=Func(
-                F("content_type__app_label"),
-                F("codename"),
-                template="(%(expressions)s)",
-                arg_joiner=" || '.' || ",
-                output_field=TextField(),
-            )
+            full_name=statements.joined_text("content_type__app_label", "codename", ".")
         ).values("full_name")
     )
 

@@ -15,7 +15,7 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from django.contrib.postgres.expressions import ArraySubquery
-from django.db.models import F, Func, OuterRef, TextField
+from django.db.models import OuterRef
 from django.db.models.expressions import RawSQL
 
 from events import rules as core_rules
@@ -49,16 +49,7 @@ def _answers_of(registration: Any) -> ArraySubquery:
     return ArraySubquery(
         RegistrationAnswer.objects.filter(registration_id=registration, choice__isnull=False)
         .order_by("question__sequence", "question_id")
-        # The separator in the text, not a parameter: the statement takes only its key.
-        .annotate(
-            shown=Func(
-                F("question__title"),
-                F("choice__name"),
-                template="(%(expressions)s)",
-                arg_joiner=" || ': ' || ",
-                output_field=TextField(),
-            )
-        )
+        .annotate(shown=statements.joined_text("question__title", "choice__name", ": "))
         .values("shown")
     )
 

@@ -20,6 +20,7 @@ from functools import cache
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, models
+from django.db.models import F, Func, TextField
 
 from events.db import pipeline
 from events.db import rows as sql_rows
@@ -34,6 +35,21 @@ def orm_sql(queryset: Any, probe: Sequence[Any]) -> str:
     if list(params) != list(probe):
         raise AssertionError(f"the statement takes {list(probe)!r}, not {list(params)!r}")
     return sql
+
+
+def joined_text(first: str, second: str, separator: str) -> Func:
+    """The text `first || separator || second` of two text columns (field paths), the
+    separator written in the statement's text, not as a parameter: a statement kept by
+    `orm_sql` then takes only its own values."""
+    if "'" in separator or "\\" in separator:
+        raise ValueError(f"not a plain separator: {separator!r}")
+    return Func(
+        F(first),
+        F(second),
+        template="(%(expressions)s)",
+        arg_joiner=f" || '{separator}' || ",
+        output_field=TextField(),
+    )
 
 
 @cache
@@ -51,7 +67,7 @@ def instance(model: type[models.Model], names: tuple[str, ...], values: Sequence
         values = list(values)
         for index in json_at:
             field = model._meta.get_field(names[index])
-            values[index] = field.from_db_value(values[index], None, None)  # type: ignore[attr-defined]
+            values[index] = field.from_db_value(values[index], None, None)  # type: ignore[union-attr]
     return model.from_db(DEFAULT_DB_ALIAS, list(names), values)
 
 

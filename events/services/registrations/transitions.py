@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from functools import cache
+from functools import cache, partial
 from typing import Any, NamedTuple
 
 from django.db import DatabaseError, connection, models, transaction
@@ -86,25 +86,23 @@ def _transition(
     still those versions; when either changed, nothing is written and the transition runs as
     without `seen` (locks, `recheck`, then the writes). Unchanged rows decide as the locked
     ones would: the same values."""
-    now = now or timezone.now()
+    write = partial(
+        _write,
+        to=to,
+        verb=verb,
+        actor=actor,
+        now=now or timezone.now(),
+        cancel_source=cancel_source,
+        audit_also=audit_also,
+        rows_also=rows_also,
+    )
     if seen is not None:
         # A copy is written on: when the rows changed, the caller's instance is as it read it.
         seen_reg = copy.copy(registration)
         seen_reg._state = copy.copy(registration._state)
         try:
             with transaction.atomic():
-                return _write(
-                    registration.event,
-                    seen_reg,
-                    to,
-                    verb,
-                    actor,
-                    now=now,
-                    cancel_source=cancel_source,
-                    audit_also=audit_also,
-                    rows_also=rows_also,
-                    seen=seen,
-                )
+                return write(registration.event, seen_reg, seen=seen)
         except _RowsChanged:
             pass  # decided again below, on the locked rows
     with transaction.atomic():
@@ -120,28 +118,16 @@ def _transition(
         event, reg = reads.event, reads.registration
         if recheck is not None:
             recheck(event, reg)
-        return _write(
-            event,
-            reg,
-            to,
-            verb,
-            actor,
-            now=now,
-            cancel_source=cancel_source,
-            audit_also=audit_also,
-            rows_also=rows_also,
-            after_sub=reads.after_sub,
-            someone_waits=reads.someone_waits,
-        )
+        return write(event, reg, after_sub=reads.after_sub, someone_waits=reads.someone_waits)
 
 
 def _write(
     event: Event,
     reg: Registration,
+    *,
     to: str,
     verb: str,
     actor: Any,
-    *,
     now,
     cancel_source: str,
     audit_also: Sequence[EventAuditLog],
