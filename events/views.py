@@ -16,7 +16,6 @@ from collections.abc import Callable
 from functools import wraps
 from urllib.parse import urlsplit
 
-import segno
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -25,7 +24,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods
 
-from events import health, inputs, intake_form, ratelimit, rules, waitlist_form
+from events import barcodes, health, inputs, intake_form, ratelimit, rules, waitlist_form
 from events.client import client_address
 from events.errors import (
     CapabilityRefused,
@@ -417,7 +416,7 @@ def _ticket_card(registration: Registration) -> dict:
     qr = None
     if not cancelled:
         qr = (
-            segno.make_qr(registration.barcode, error="m")
+            barcodes.qr_code(registration.barcode)
             .svg_inline(scale=5, omitsize=True, title=f"QR code of ticket {registration.barcode}")
             .replace("<svg ", '<svg role="img" aria-label="QR code of your ticket" ', 1)
         )
