@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from events.admin import dashboard, exports
+from events.admin import badges, dashboard, exports
 from events.admin.base import (
     ReadOnlyInline,
     RowVerbs,
@@ -25,6 +25,7 @@ from events.admin.communication import report_run_pass
 from events.admin.extensions import event_extensions
 from events.models import (
     Event,
+    EventLogo,
     LinkedProduct,
     Mail,
     Question,
@@ -33,7 +34,7 @@ from events.models import (
     Ticket,
 )
 from events.services import events as event_services
-from events.services import questions, reference, seats, tickets
+from events.services import logos, questions, reference, seats, tickets
 
 TICKET_ROWS = RowVerbs(
     create=lambda event, actor, fields: tickets.create_ticket(actor=actor, event=event, **fields),
@@ -128,8 +129,24 @@ class MailInline(ReadOnlyInline):
         return obj.mail_state
 
 
+class EventForm(forms.ModelForm):
+    """The event's fields, and its logo (not a column: `logos.set_logo` stores it apart)."""
+
+    logo_upload = forms.FileField(
+        required=False,
+        label="Organiser's logo",
+        help_text="PNG, JPEG, GIF or WebP, at most 2 MB: printed on the PDF tickets and badges.",
+    )
+    logo_remove = forms.BooleanField(required=False, label="Remove the logo")
+
+    class Meta:
+        model = Event
+        fields = ("ticket_pdf",)  # the admin's fieldsets name the rest
+
+
 @admin.register(Event)
 class EventAdmin(ServiceAdmin):
+    form = EventForm
     list_display = (
         "name",
         "date_begin",
@@ -161,6 +178,7 @@ class EventAdmin(ServiceAdmin):
         "created_at",
         "updated_at",
         "seat_summary",
+        "current_logo",
     )
     inlines = [TicketInline, SlotInline, QuestionInline, MailInline]
     actions = [
@@ -189,6 +207,10 @@ class EventAdmin(ServiceAdmin):
         ("Seats", {"fields": ("seats_limited", "seats_max", "seat_summary")}),
         ("Where", {"fields": ("venue", "address", "country", "organizer")}),
         ("Texts", {"fields": ("description", "ticket_instructions", "note", "lang", "currency")}),
+        (
+            "Tickets and badges",
+            {"fields": ("ticket_pdf", "current_logo", "logo_upload", "logo_remove")},
+        ),
         (
             "System",
             {
@@ -228,6 +250,11 @@ class EventAdmin(ServiceAdmin):
                 "<path:object_id>/dashboard/",
                 view(lambda request, object_id: dashboard.dashboard_view(self, request, object_id)),
                 name="events_event_dashboard",
+            ),
+            path(
+                "<path:object_id>/badges/",
+                view(lambda request, object_id: badges.badges_view(self, request, object_id)),
+                name="events_event_badges",
             ),
             path(
                 "<path:object_id>/export/<str:fmt>/",
@@ -353,6 +380,8 @@ class EventAdmin(ServiceAdmin):
         """Forward to the event services: creation applies the template once, edits audit."""
         data = {f: form.cleaned_data[f] for f in form.changed_data if f in form.cleaned_data}
         tags = data.pop("tags", None)
+        upload = data.pop("logo_upload", None)
+        remove = data.pop("logo_remove", False)
         if change:
             event = event_services.update_event(event=obj, actor=request.user, **data)
         else:
@@ -371,6 +400,17 @@ class EventAdmin(ServiceAdmin):
         obj.__dict__.update({k: v for k, v in event.__dict__.items() if not k.startswith("_")})
         if tags is not None:
             reference.set_event_tags(event=event, tags=tags, actor=request.user)
+        if upload is not None:
+            logos.set_logo(event=event, content=upload.read(), actor=request.user)
+        elif remove:
+            logos.set_logo(event=event, content=None, actor=request.user)
+
+    @admin.display(description="current logo")
+    def current_logo(self, obj):
+        logo = EventLogo.objects.filter(event_id=obj.pk).defer("content").first()
+        if obj.pk is None or logo is None:
+            return "none"
+        return f"{logo.width} × {logo.height} px"
 
     @admin.action(description="Publish", permissions=["change"])
     def publish(self, request, queryset: QuerySet[Event]):

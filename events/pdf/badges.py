@@ -179,6 +179,7 @@ class Sheet:
             size=frame.name_size,
             min_size=6,
             max_lines=3,
+            one_line_down_to=frame.name_size * 0.6,
         )
         if name.shrunk_below:
             self.shrunk += 1

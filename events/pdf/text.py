@@ -287,16 +287,23 @@ def fit(
     size: float,
     min_size: float,
     max_lines: int = 1,
+    one_line_down_to: float | None = None,
 ) -> Fitted:
     """`text` in a box of `width` × `height` points: the largest size from `size` down at which
     it fits on at most `max_lines` lines (and the box's height). Past `min_size` it may use as
     many lines as the box holds, and break a word too long for a line between its letters:
-    shrinking then always ends with all of the text inside the box."""
+    shrinking then always ends with all of the text inside the box. With `one_line_down_to`
+    (a name), one line is tried first, down to that size, before wrapping."""
     text = " ".join(_visible(text).split())
     if not text:
         return Fitted(lines=(), size=size)
     tokens = [(token, spaced, shape(token, chain).advance) for token, spaced in _tokens(text)]
     space = shape(" ", chain).advance
+    if one_line_down_to is not None and max_lines > 1:
+        whole = shape(text, chain).advance
+        fits = min(size, width / whole, height / LEADING) if whole else size
+        if fits >= max(one_line_down_to, min_size):
+            return Fitted(lines=(shape(text, chain),), size=fits)
     current = size
     while current > 0.05:
         holds = max(1, int(height // (current * LEADING) + 1e-9))

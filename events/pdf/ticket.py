@@ -80,6 +80,7 @@ class _Page:
             size=size,
             min_size=min_size,
             max_lines=lines,
+            one_line_down_to=size * 0.6,
         )
         self.canvas.setFillColorRGB(*colour)
         self.y = text.draw_fitted(self.canvas, fitted, x=x, top=self.y) - gap
