@@ -129,6 +129,10 @@ class MailInline(ReadOnlyInline):
         return obj.mail_state
 
 
+# The logo's upload fields are the form's own (not columns): only for those who may change.
+LOGO_FIELDS = ("logo_upload", "logo_remove")
+
+
 class EventForm(forms.ModelForm):
     """The event's fields, and its logo (not a column: `logos.set_logo` stores it apart)."""
 
@@ -223,6 +227,13 @@ class EventAdmin(ServiceAdmin):
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("stage", "event_type")
 
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        if change and not self.has_change_permission(request, obj):
+            for name in LOGO_FIELDS:
+                form.base_fields.pop(name, None)
+        return form
+
     # --- the dashboard and the attendee exports (events.admin.dashboard / exports) ---------
 
     def get_urls(self):
@@ -294,9 +305,15 @@ class EventAdmin(ServiceAdmin):
         return (*super().get_readonly_fields(request, obj), *extra)
 
     def get_fieldsets(self, request, obj=None):
-        """The overlays' read-only fields show in an "Overlays" section of the change page."""
+        """The overlays' read-only fields show in an "Overlays" section of the change page;
+        the logo's upload fields only to those who may change the event."""
         extra = [field for ext in event_extensions() for field in ext.readonly_fields]
         fieldsets = super().get_fieldsets(request, obj)
+        if not self.has_change_permission(request, obj):
+            fieldsets = tuple(
+                (name, {**opts, "fields": tuple(f for f in opts["fields"] if f not in LOGO_FIELDS)})
+                for name, opts in fieldsets
+            )
         if not extra:
             return fieldsets
         return (*fieldsets, ("Overlays", {"fields": tuple(extra)}))

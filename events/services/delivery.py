@@ -67,7 +67,7 @@ def backoff(attempts: int) -> timedelta:
 Ticket = tuple[Registration, bytes | None]  # (registration, its event's logo)
 
 
-def _message(row: MailOutbox, connection, ticket: Ticket | None = None) -> EmailMultiAlternatives:
+def _message(row: MailOutbox, connection) -> EmailMultiAlternatives:
     message = EmailMultiAlternatives(
         subject=row.subject,
         body=row.body_text,
@@ -78,6 +78,11 @@ def _message(row: MailOutbox, connection, ticket: Ticket | None = None) -> Email
     )
     if row.body_html:
         message.attach_alternative(row.body_html, "text/html")
+    return message
+
+
+def _with_ticket(message: EmailMultiAlternatives, ticket: Ticket | None) -> EmailMultiAlternatives:
+    """The message with the attendee's PDF ticket attached, when it is to carry one."""
     if ticket is not None:
         registration, logo = ticket
         message.attach(
@@ -185,7 +190,8 @@ def _send_batch(rows: list[MailOutbox], now: datetime, report: DeliveryReport) -
     try:
         for row in rows:
             try:
-                sent = connection.send_messages([_message(row, connection, tickets.get(row.pk))])
+                message = _with_ticket(_message(row, connection), tickets.get(row.pk))
+                sent = connection.send_messages([message])
             except RETRYABLE as exc:
                 _retry(row, exc, now, report)
                 continue
