@@ -21,6 +21,9 @@ Invariants:
   after commit) and built by the worker (`build_exports`, claimed with SKIP LOCKED, progress
   written every CHUNK rows, the finish fenced by the attempt number), then downloaded by its
   requester until it expires (EXPIRES_AFTER; expired rows are deleted by the next request).
+A badge sheet (format `pdf`, events.read.badges) of more than `badges.BACKGROUND_BADGES`
+registrations goes through the same request, claim, progress, download and expiry; its row's
+`options` hold its layout and filters, and its build draws the badges instead of the rows.
 A synchronous export writes nothing (it is not audited; the access log records the request).
 Every entry point checks `PERMISSION` (`may_export`): the admin's view and actions, the request
 of a background export (`forbidden` otherwise, nothing written) and the worker before it builds
