@@ -96,6 +96,7 @@ def _face(path: str) -> Face:
     return Face(name=name, path=path, glyphs=glyphs)
 
 
+@lru_cache(maxsize=8)
 def load(paths: tuple[str, ...]) -> Chain:
     """The chain of these files, in order; FontProblem naming every file that cannot be used."""
     faces, problems = [], []
