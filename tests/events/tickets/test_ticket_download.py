@@ -230,3 +230,19 @@ def test_the_tickets_page_links_the_pdf_of_live_registrations_only(client):
     assert f'href="{pdf_path(token, live.pk)}"' in html
     assert pdf_path(token, gone.pk) not in html
     assert "Download the ticket (PDF)" in html
+
+
+@pytest.mark.django_db
+def test_the_token_gates_come_first_a_missing_secret_then_the_rate_limit(client, settings):
+    reg = factories.RegistrationFactory(event=_event(), name="Ada")
+    token = capability.mint(purpose="tickets", subject=reg)
+
+    settings.EVENT_CAPABILITY_SECRET = "too short"
+    missing = client.get(pdf_path(token, reg.pk))
+    settings.EVENT_CAPABILITY_SECRET = "s" * 40  # another secret: the token no longer opens
+    settings.EVENT_RATE_LIMITS = {**settings.EVENT_RATE_LIMITS, "token": (2, 60)}
+    answers = [client.get(pdf_path(token, reg.pk)).status_code for _ in range(3)]
+
+    assert missing.status_code == 503
+    assert missing["Cache-Control"] == "private, no-store"
+    assert answers == [404, 404, 429]
