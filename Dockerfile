@@ -1,5 +1,9 @@
 FROM python:3.11-slim
 WORKDIR /app
+# The fonts of the PDF tickets and badges (EVENT_PDF_FONTS' default; check events.E005).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends fonts-dejavu-core fonts-noto-core fonts-wqy-microhei \
+    && rm -rf /var/lib/apt/lists/*
 COPY pyproject.toml ./
 COPY . .
 RUN pip install --no-cache-dir .

@@ -31,6 +31,7 @@ env: .venv/.installed
 	@$(PY) scripts/write_env.py
 
 run: install services env
+	@bash scripts/fonts.sh
 	@mkdir -p var
 	@$(PY) scripts/createdb.py
 	@$(PY) manage.py migrate --no-input -v0

@@ -12,7 +12,8 @@ each dict is one table row:
     checks_ok (optional, default True) False when a correctness check failed: `bench/run.py`
               then exits non-zero. Timing never fails a run.
 
-Benchmarks use their own database, `backbone_events_bench` on the server of DATABASE_URL:
+Benchmarks use their own database, `backbone_events_bench` (or `$BENCH_DATABASE`) on the server of
+DATABASE_URL:
 `setup()` points DATABASE_URL at it before Django starts, creates it when missing and migrates
 it by running `manage.py migrate` in a subprocess; `bench/run.py` first drops it
 (`fresh_database`), so each run starts from an empty database.
@@ -34,7 +35,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-BENCH_DB = "backbone_events_bench"
+# BENCH_DATABASE names another database (a bench run beside another checkout's on one server).
+BENCH_DB = os.environ.get("BENCH_DATABASE") or "backbone_events_bench"
 COLUMNS = ("bench", "what", "measured", "target", "ok", "checks")
 
 _ready = False

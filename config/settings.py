@@ -277,6 +277,21 @@ EVENT_WEBHOOK_ROTATION_HOURS = _whole_hours("EVENT_WEBHOOK_ROTATION_HOURS", 24)
 # sink and no demo endpoint.
 EVENT_WEBHOOK_SINK_URL = env.str("EVENT_WEBHOOK_SINK_URL", default="")
 
+# Fonts of the PDF tickets and name badges (events/pdf/fonts.py): TrueType files (a .ttc's
+# first font), comma-separated, tried in this order for each word of a text. Unset or empty:
+# Debian's DejaVu Sans (Latin, Greek, Cyrillic), Noto Sans Arabic and WenQuanYi Micro Hei
+# (Chinese, Japanese, Korean) from fonts-dejavu-core, fonts-noto-core and fonts-wqy-microhei.
+# The system check events.E005 stops start-up when a file cannot be used or when no listed
+# font covers a script names are written in (events.pdf.fonts.REQUIRED_SCRIPTS).
+DEFAULT_PDF_FONTS = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/noto/NotoSansArabic-Regular.ttf",
+    "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc",
+]
+EVENT_PDF_FONTS = [
+    path.strip() for path in env.list("EVENT_PDF_FONTS", default=[]) if path.strip()
+] or DEFAULT_PDF_FONTS
+
 # Per-client rate limits of the attendee surface (spec.md §7.5), not environment knobs:
 # scope → (requests, window in seconds). "intake": registration POSTs (page and API);
 # "token": /my-tickets/ and /ics/ GETs. Benchmarks lift them in their own settings module.

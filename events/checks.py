@@ -5,11 +5,16 @@ capability secret (events.E001), the seam secret empty (events.E002) or one of i
 unusable (events.E003), the SMS gateway's bearer token (events.E004). `manage.py` commands run
 the check; config/wsgi.py runs it too and refuses to start. The messages name the knob and the
 entry's position, never a value.
+
+The fonts of the PDF tickets and badges (events.E005): every file of `EVENT_PDF_FONTS` must be
+a usable TrueType font, and together they must cover every script of
+`events.pdf.fonts.REQUIRED_SCRIPTS`, or names would print as empty boxes.
 """
 
 from django.core.checks import Error, register
 
 from events import secret_knobs
+from events.pdf import fonts
 
 HINTS = {
     secret_knobs.CAPABILITY_CHECK: "make run writes a .env with a generated secret; see "
@@ -27,3 +32,15 @@ def check_secrets(app_configs, **kwargs) -> list[Error]:
         Error(str(problem), hint=HINTS.get(problem.check_id), id=problem.check_id)
         for problem in secret_knobs.problems()
     ]
+
+
+FONT_HINT = (
+    "On Debian: apt-get install fonts-dejavu-core fonts-noto-core fonts-wqy-microhei (the "
+    "default chain), or list TrueType files that cover it in EVENT_PDF_FONTS (comma-separated, "
+    'in order of preference); docs/runbook.md, "Fonts".'
+)
+
+
+@register()
+def check_pdf_fonts(app_configs, **kwargs) -> list[Error]:
+    return [Error(problem, hint=FONT_HINT, id=fonts.CHECK_ID) for problem in fonts.problems()]

@@ -21,6 +21,11 @@ urlpatterns = [
     path("api/docs/", views_docs.api_docs, name="api-docs"),
     path("my-tickets/<str:token>/", views.my_tickets, name="my-tickets"),
     path("my-tickets/<str:token>/cancel", views.my_tickets_cancel, name="my-tickets-cancel"),
+    path(
+        "my-tickets/<str:token>/<int:registration_id>/ticket.pdf",
+        views.my_ticket_pdf,
+        name="my-tickets-pdf",
+    ),
     path("ics/<str:token>.ics", views.ics, name="ics"),
     path("waitlist/offer/<str:token>/", views_waitlist.offer, name="waitlist-offer"),
 ]

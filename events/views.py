@@ -16,7 +16,6 @@ from collections.abc import Callable
 from functools import wraps
 from urllib.parse import urlsplit
 
-import segno
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -28,7 +27,7 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods
 
-from events import health, inputs, intake_form, ratelimit, rules, waitlist_form
+from events import barcodes, health, inputs, intake_form, ratelimit, rules, waitlist_form
 from events.client import client_address
 from events.errors import (
     CapabilityRefused,
@@ -44,7 +43,7 @@ from events.models import Registration, RegistrationState
 from events.openapi import api, json_answer, ref
 from events.read import ics as ics_service
 from events.read import selectors
-from events.services import capability, intake, links, seats, self_service
+from events.services import capability, intake, links, seats, self_service, ticket_pdf
 from events.views_api import json_methods
 
 logger = logging.getLogger("events.attendee")
@@ -184,13 +183,13 @@ def _token_route(not_found: Callable[[], HttpResponse], *, referrer_policy: str 
 
     def decorate(view):
         @wraps(view)
-        def wrapper(request: HttpRequest, token: str) -> HttpResponse:
+        def wrapper(request: HttpRequest, token: str, **route_args) -> HttpResponse:
             route = view.__name__
             try:
                 if not capability.secret_ok():
                     raise SecretMissing(_("The capability secret is not configured."))
                 ratelimit.hit(scope="token", client=client_address(request))
-                response = view(request, token)
+                response = view(request, token, **route_args)
             except SecretMissing:
                 logger.error("%s: capability secret missing or too short: answering 503", route)
                 response = HttpResponse(
@@ -286,6 +285,11 @@ def my_tickets(request: HttpRequest, token: str) -> HttpResponse:
     for row in rows:
         card = _ticket_card(row)
         card.update(_cancel_offer(row, now=now, cancel_path=cancel_path))
+        card["pdf_path"] = (
+            reverse("my-tickets-pdf", kwargs={"token": token, "registration_id": row.pk})
+            if ticket_pdf.has_ticket(row)
+            else None
+        )
         card["just_cancelled"] = row.pk == just_cancelled and card["cancelled"]
         tickets.append(card)
     return render(
@@ -293,6 +297,26 @@ def my_tickets(request: HttpRequest, token: str) -> HttpResponse:
         "events/my_tickets.html",
         {"tickets": tickets, "order": claim.purpose == "order"},
     )
+
+
+@require_GET
+@_token_route(_tickets_not_found)
+def my_ticket_pdf(request: HttpRequest, token: str, registration_id: int) -> HttpResponse:
+    """The PDF ticket of one registration the link shows (`tickets`: its own; `order`: each of
+    the order's). Any other registration, or one without a ticket (cancelled, its event
+    cancelled), is the uniform 404. A read: nothing is written."""
+    claim = capability.read_any(purposes=self_service.PURPOSES, token=token)
+    registration = next((row for row in _tickets_rows(claim) if row.pk == registration_id), None)
+    if registration is None:
+        raise CapabilityRefused(_("Invalid link."), reason="other_registration")
+    if not ticket_pdf.has_ticket(registration):
+        raise CapabilityRefused(_("Invalid link."), reason="no_ticket")
+    body = ticket_pdf.render(
+        registration=registration, logo=ticket_pdf.logo_of(registration.event_id)
+    )
+    response = HttpResponse(body, content_type=ticket_pdf.CONTENT_TYPE)
+    response["Content-Disposition"] = f'inline; filename="{ticket_pdf.filename(registration)}"'
+    return response
 
 
 # Refusals worth telling on the tickets page (the attendee can still act: ask the organiser);
@@ -421,7 +445,7 @@ def _ticket_card(registration: Registration) -> dict:
     qr = None
     if not cancelled:
         qr = (
-            segno.make_qr(registration.barcode, error="m")
+            barcodes.qr_code(registration.barcode)
             .svg_inline(
                 scale=5,
                 omitsize=True,

@@ -54,6 +54,9 @@ for dir in events/services events/db events/read booths/services leads/services 
 done
 .venv/bin/mypy "${services[@]}"
 
+phase "fonts for the PDF tickets and badges (Debian's; the system check events.E005 needs them)"
+bash scripts/fonts.sh
+
 phase "migrations match the models"
 $PY manage.py makemigrations --check --dry-run
 

@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from events.admin import dashboard, exports
+from events.admin import badges, dashboard, exports
 from events.admin.base import (
     ReadOnlyInline,
     RowVerbs,
@@ -26,6 +26,7 @@ from events.admin.extensions import event_extensions
 from events.admin.translations import TranslatedAdminMixin, input_names, translated_form
 from events.models import (
     Event,
+    EventLogo,
     LinkedProduct,
     Mail,
     Question,
@@ -34,7 +35,7 @@ from events.models import (
     Ticket,
 )
 from events.services import events as event_services
-from events.services import questions, reference, seats, tickets
+from events.services import logos, questions, reference, seats, tickets
 
 TICKET_ROWS = RowVerbs(
     create=lambda event, actor, fields: tickets.create_ticket(actor=actor, event=event, **fields),
@@ -133,6 +134,23 @@ class MailInline(ReadOnlyInline):
 
 
 EVENT_TEXTS = ("name", "description", "ticket_instructions", "venue")
+# The logo's upload fields are the form's own (not columns): only for those who may change.
+LOGO_FIELDS = ("logo_upload", "logo_remove")
+
+
+class EventForm(forms.ModelForm):
+    """The event's fields, and its logo (not a column: `logos.set_logo` stores it apart)."""
+
+    logo_upload = forms.FileField(
+        required=False,
+        label="Organiser's logo",
+        help_text="PNG, JPEG, GIF or WebP, at most 2 MB: printed on the PDF tickets and badges.",
+    )
+    logo_remove = forms.BooleanField(required=False, label="Remove the logo")
+
+    class Meta:
+        model = Event
+        fields = ("ticket_pdf",)  # the admin's fieldsets name the rest
 
 
 @admin.register(Event)
@@ -168,9 +186,10 @@ class EventAdmin(TranslatedAdminMixin, ServiceAdmin):
         "created_at",
         "updated_at",
         "seat_summary",
+        "current_logo",
     )
     inlines = [TicketInline, SlotInline, QuestionInline, MailInline]
-    form = translated_form(forms.ModelForm, Event, EVENT_TEXTS)
+    form = translated_form(EventForm, Event, EVENT_TEXTS)
     actions = [
         "publish",
         "unpublish",
@@ -207,6 +226,10 @@ class EventAdmin(TranslatedAdminMixin, ServiceAdmin):
             },
         ),
         (
+            "Tickets and badges",
+            {"fields": ("ticket_pdf", "current_logo", "logo_upload", "logo_remove")},
+        ),
+        (
             "System",
             {
                 "fields": ("active", "ics_sequence", "created_at", "updated_at"),
@@ -217,6 +240,13 @@ class EventAdmin(TranslatedAdminMixin, ServiceAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("stage", "event_type")
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        if change and not self.has_change_permission(request, obj):
+            for name in LOGO_FIELDS:
+                form.base_fields.pop(name, None)
+        return form
 
     # --- the dashboard and the attendee exports (events.admin.dashboard / exports) ---------
 
@@ -245,6 +275,11 @@ class EventAdmin(TranslatedAdminMixin, ServiceAdmin):
                 "<path:object_id>/dashboard/",
                 view(lambda request, object_id: dashboard.dashboard_view(self, request, object_id)),
                 name="events_event_dashboard",
+            ),
+            path(
+                "<path:object_id>/badges/",
+                view(lambda request, object_id: badges.badges_view(self, request, object_id)),
+                name="events_event_badges",
             ),
             path(
                 "<path:object_id>/export/<str:fmt>/",
@@ -284,9 +319,15 @@ class EventAdmin(TranslatedAdminMixin, ServiceAdmin):
         return (*super().get_readonly_fields(request, obj), *extra)
 
     def get_fieldsets(self, request, obj=None):
-        """The overlays' read-only fields show in an "Overlays" section of the change page."""
+        """The overlays' read-only fields show in an "Overlays" section of the change page;
+        the logo's upload fields only to those who may change the event."""
         extra = [field for ext in event_extensions() for field in ext.readonly_fields]
         fieldsets = super().get_fieldsets(request, obj)
+        if not self.has_change_permission(request, obj):
+            fieldsets = tuple(
+                (name, {**opts, "fields": tuple(f for f in opts["fields"] if f not in LOGO_FIELDS)})
+                for name, opts in fieldsets
+            )
         if not extra:
             return fieldsets
         return (*fieldsets, ("Overlays", {"fields": tuple(extra)}))
@@ -370,6 +411,8 @@ class EventAdmin(TranslatedAdminMixin, ServiceAdmin):
         """Forward to the event services: creation applies the template once, edits audit."""
         data = {f: form.cleaned_data[f] for f in form.changed_data if f in form.cleaned_data}
         tags = data.pop("tags", None)
+        upload = data.pop("logo_upload", None)
+        remove = data.pop("logo_remove", False)
         if change:
             event = event_services.update_event(event=obj, actor=request.user, **data)
         else:
@@ -388,6 +431,17 @@ class EventAdmin(TranslatedAdminMixin, ServiceAdmin):
         obj.__dict__.update({k: v for k, v in event.__dict__.items() if not k.startswith("_")})
         if tags is not None:
             reference.set_event_tags(event=event, tags=tags, actor=request.user)
+        if upload is not None:
+            logos.set_logo(event=event, content=upload.read(), actor=request.user)
+        elif remove:
+            logos.set_logo(event=event, content=None, actor=request.user)
+
+    @admin.display(description="current logo")
+    def current_logo(self, obj):
+        logo = EventLogo.objects.filter(event_id=obj.pk).defer("content").first()
+        if obj.pk is None or logo is None:
+            return "none"
+        return f"{logo.width} × {logo.height} px"
 
     @admin.action(description="Publish", permissions=["change"])
     def publish(self, request, queryset: QuerySet[Event]):

@@ -25,7 +25,8 @@ from events.read import exports
 
 PERMISSION = exports.PERMISSION
 XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
-CONTENT_TYPES = {"csv": "text/csv", "xlsx": XLSX_TYPE}
+CONTENT_TYPES = {"csv": "text/csv", "xlsx": XLSX_TYPE, "pdf": "application/pdf"}
+LIST_FORMATS = ("csv", "xlsx")  # attendee lists; a pdf is a badge sheet (events.admin.badges)
 PROGRESS_REFRESH_SECONDS = 2
 
 
@@ -59,7 +60,7 @@ def export_view(modeladmin: admin.ModelAdmin, request, object_id: str, fmt: str)
         raise Http404("no such event")
     if not modeladmin.has_view_permission(request, event) or not can_export(request):
         raise PermissionDenied
-    if fmt not in CONTENT_TYPES:
+    if fmt not in LIST_FORMATS:
         raise Http404("unknown export format")
     if request.method not in ("GET", "POST"):
         return HttpResponseNotAllowed(["GET", "POST"])

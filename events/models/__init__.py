@@ -37,10 +37,12 @@ from events.models.communication import (  # noqa: F401
 )
 from events.models.events import (  # noqa: F401
     Event,
+    EventLogo,
     Question,
     QuestionChoice,
     Slot,
     Ticket,
+    TicketPdf,
 )
 from events.models.reference import (  # noqa: F401
     CANCEL_DEADLINE_HELP,

@@ -67,6 +67,7 @@ class ExportState(models.TextChoices):
 class ExportFormat(models.TextChoices):
     CSV = "csv", "CSV"
     XLSX = "xlsx", "XLSX"
+    PDF = "pdf", "PDF (name badges)"
 
 
 class AttendeeExport(models.Model):
@@ -80,6 +81,9 @@ class AttendeeExport(models.Model):
     event_ids = models.JSONField()
     file_format = models.CharField(max_length=4, choices=ExportFormat.choices)
     filename = models.CharField(max_length=255)
+    # What a badge sheet (file_format pdf) holds: its label layout and registration filters
+    # (events.read.badges.Options); empty for attendee lists.
+    options = models.JSONField(default=dict, blank=True)
     state = models.CharField(max_length=8, choices=ExportState.choices, default=ExportState.QUEUED)
     rows_total = models.PositiveIntegerField(default=0)
     rows_done = models.PositiveIntegerField(default=0)

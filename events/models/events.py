@@ -29,6 +29,13 @@ def translations_field() -> models.JSONField:
 # --- events -----------------------------------------------------------------------------------
 
 
+class TicketPdf(models.TextChoices):
+    """What the confirmation mail carries of the ticket."""
+
+    ATTACH = "attach", "Attach the PDF ticket to the confirmation mail"
+    LINK = "link", "Link only (the PDF is on the attendee's tickets page)"
+
+
 class Event(models.Model):
     # Not columns: flags a raw read adds to the row it returns (for the type checker; absent
     # on other instances): the booking's inputs (`events.db.booking.read_inputs`) and the
@@ -78,6 +85,13 @@ class Event(models.Model):
     translations = translations_field()
     currency = models.CharField(max_length=3, default="EUR")
     ics_sequence = models.PositiveIntegerField(default=0)
+    ticket_pdf = models.CharField(
+        "PDF ticket",
+        max_length=8,
+        choices=TicketPdf.choices,
+        default=TicketPdf.ATTACH,
+        help_text="Every attendee can download the PDF ticket from their tickets page.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -88,11 +102,35 @@ class Event(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(date_end__gt=F("date_begin")), name="event_dates"),
             cancel_deadline_bounded("event"),
+            models.CheckConstraint(
+                condition=Q(ticket_pdf__in=TicketPdf.values), name="event_ticket_pdf_known"
+            ),
         ]
         indexes = [models.Index(fields=["is_published", "active", "date_end"])]
 
     def __str__(self) -> str:
         return self.name
+
+
+class EventLogo(models.Model):
+    """The organiser's logo printed on the event's PDF tickets and badges: a PNG the logo verb
+    re-encoded (events.services.events.set_logo). A table of its own, so that loading an
+    event never loads the image."""
+
+    event = models.OneToOneField(
+        Event, primary_key=True, on_delete=models.CASCADE, related_name="logo"
+    )
+    content = models.BinaryField()
+    width = models.PositiveIntegerField()
+    height = models.PositiveIntegerField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "event logo"
+        verbose_name_plural = "event logos"
+
+    def __str__(self) -> str:
+        return f"logo of event {self.event_id} ({self.width}×{self.height})"
 
 
 class Slot(models.Model):

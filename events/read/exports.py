@@ -21,6 +21,9 @@ Invariants:
   after commit) and built by the worker (`build_exports`, claimed with SKIP LOCKED, progress
   written every CHUNK rows, the finish fenced by the attempt number), then downloaded by its
   requester until it expires (EXPIRES_AFTER; expired rows are deleted by the next request).
+A badge sheet (format `pdf`, events.read.badges) of more than `badges.BACKGROUND_BADGES`
+registrations goes through the same request, claim, progress, download and expiry; its row's
+`options` hold its layout and filters, and its build draws the badges instead of the rows.
 A synchronous export writes nothing (it is not audited; the access log records the request).
 Every entry point checks `PERMISSION` (`may_export`): the admin's view and actions, the request
 of a background export (`forbidden` otherwise, nothing written) and the worker before it builds
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import re
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
@@ -53,6 +57,7 @@ from events.models import (
     RegistrationAnswer,
     RegistrationState,
 )
+from events.read import badges
 from events.services import audit, nudge
 
 logger = logging.getLogger("events.exports")
@@ -228,13 +233,19 @@ def in_background(event_ids: Sequence[int], file_format: str) -> bool:
 
 
 def request_export(
-    *, event_ids: Sequence[int], file_format: str, actor: Any, now: datetime | None = None
+    *,
+    event_ids: Sequence[int],
+    file_format: str,
+    actor: Any,
+    now: datetime | None = None,
+    options: badges.Options | None = None,
 ) -> AttendeeExport:
     """Queue an export for the worker; returns its row. `actor` is the requesting user: only
-    they download it.
+    they download it. A badge sheet (format `pdf`) is of one event, with its `options`.
 
     Refusals, nothing written: `forbidden` (the actor may not export), `invalid_value`
-    (unknown format), `not_found` (no such event).
+    (unknown format, a badge sheet of several events or without options), `not_found` (no
+    such event).
     """
     now = now or timezone.now()
     if not may_export(actor):
@@ -244,6 +255,14 @@ def request_export(
             f"Unknown export format {file_format!r}.", code=Code.INVALID_VALUE, field="format"
         )
     ids = sorted(set(event_ids))
+    if (file_format == ExportFormat.PDF) != (options is not None) or (
+        options is not None and len(ids) != 1
+    ):
+        raise ValidationFailed(
+            "A badge sheet is of one event, with its options.",
+            code=Code.INVALID_VALUE,
+            field="format",
+        )
     with transaction.atomic():
         events = list(Event.objects.filter(pk__in=ids).order_by("pk"))
         if not ids or len(events) != len(ids):
@@ -254,8 +273,11 @@ def request_export(
             requested_by=actor,
             event_ids=ids,
             file_format=file_format,
-            filename=filename(events, file_format),
-            rows_total=count(ids),
+            filename=(
+                badges.filename(events[0], options) if options else filename(events, file_format)
+            ),
+            options=options.as_json() if options else {},
+            rows_total=badges.count(ids[0], options) if options else count(ids),
             created_at=now,
         )
         audit.record_many(
@@ -351,12 +373,16 @@ def _build(export: AttendeeExport, report: BuildReport) -> None:
         pk=export.pk, state=ExportState.RUNNING, attempts=export.attempts
     )
     try:
-        data = tablib.Dataset(headers=headers(ids), title="Attendees")
-        for n, row in enumerate(rows(ids), start=1):
-            data.append(row)
-            if n % CHUNK == 0:
-                _progress(export, n)
-        content = data.export(export.file_format)
+        if export.file_format == ExportFormat.PDF:
+            written, content = _badge_sheet(export, ids[0])
+        else:
+            data = tablib.Dataset(headers=headers(ids), title="Attendees")
+            for n, row in enumerate(rows(ids), start=1):
+                data.append(row)
+                if n % CHUNK == 0:
+                    _progress(export, n)
+            content = data.export(export.file_format)
+            written = data.height
     except DatabaseError:
         raise  # the database may answer again: the row stays running and is taken over later
     except Exception as exc:
@@ -374,11 +400,25 @@ def _build(export: AttendeeExport, report: BuildReport) -> None:
     done = fenced.update(
         state=ExportState.DONE,
         content=content,
-        rows_done=data.height,
-        rows_total=data.height,
+        rows_done=written,
+        rows_total=written,
         finished_at=timezone.now(),
     )
     report.built += done
+
+
+def _badge_sheet(export: AttendeeExport, event_id: int) -> tuple[int, bytes]:
+    """The badge sheet of an export (events.read.badges), drawn through a temporary file."""
+    event = Event.objects.get(pk=event_id)
+    with tempfile.TemporaryFile() as out:
+        written = badges.write(
+            event,
+            badges.Options.from_json(export.options),
+            out,
+            progress=lambda n: _progress(export, n),
+        )
+        out.seek(0)
+        return written, out.read()
 
 
 def downloadable(*, export_id: int, user: Any, now: datetime | None = None) -> AttendeeExport:

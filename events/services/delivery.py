@@ -12,6 +12,9 @@ Invariants:
   address Django refuses) is `failed` on its own: the batch goes on and the rows already handed
   to SMTP keep their `sent` marks, so they are never sent again.
 - a failed row goes back to the queue only through `requeue` (staff's "retry"), audited.
+- a confirmation mail carries the attendee's PDF ticket when its event says so
+  (events.services.ticket_pdf.attachments, decided per batch when it is sent); a ticket that
+  cannot be drawn fails its row like any message that cannot be built.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from events.errors import InvalidTransition, NotFound
-from events.models import MailOutbox, OutboxState
-from events.services import audit, nudge
+from events.models import MailOutbox, OutboxState, Registration
+from events.services import audit, nudge, ticket_pdf
 
 logger = logging.getLogger("events.delivery")
 
@@ -61,6 +64,9 @@ def backoff(attempts: int) -> timedelta:
     return min(FIRST_BACKOFF * (2 ** max(attempts - 1, 0)), MAX_BACKOFF)
 
 
+Ticket = tuple[Registration, bytes | None]  # (registration, its event's logo)
+
+
 def _message(row: MailOutbox, connection) -> EmailMultiAlternatives:
     message = EmailMultiAlternatives(
         subject=row.subject,
@@ -72,6 +78,18 @@ def _message(row: MailOutbox, connection) -> EmailMultiAlternatives:
     )
     if row.body_html:
         message.attach_alternative(row.body_html, "text/html")
+    return message
+
+
+def _with_ticket(message: EmailMultiAlternatives, ticket: Ticket | None) -> EmailMultiAlternatives:
+    """The message with the attendee's PDF ticket attached, when it is to carry one."""
+    if ticket is not None:
+        registration, logo = ticket
+        message.attach(
+            ticket_pdf.filename(registration),
+            ticket_pdf.render(registration=registration, logo=logo),
+            ticket_pdf.CONTENT_TYPE,
+        )
     return message
 
 
@@ -161,6 +179,7 @@ def deliver_outbox(*, now: datetime | None = None) -> DeliveryReport:
 
 def _send_batch(rows: list[MailOutbox], now: datetime, report: DeliveryReport) -> bool:
     """Send the rows over one connection; False when the server could not be reached."""
+    tickets = ticket_pdf.attachments(rows)
     connection = get_connection(fail_silently=False)
     try:
         connection.open()
@@ -171,7 +190,8 @@ def _send_batch(rows: list[MailOutbox], now: datetime, report: DeliveryReport) -
     try:
         for row in rows:
             try:
-                sent = connection.send_messages([_message(row, connection)])
+                message = _with_ticket(_message(row, connection), tickets.get(row.pk))
+                sent = connection.send_messages([message])
             except RETRYABLE as exc:
                 _retry(row, exc, now, report)
                 continue

@@ -34,6 +34,7 @@ from events.models import (
     Slot,
     Stage,
     Ticket,
+    TicketPdf,
 )
 from events.services import audit, scheduler, seats, waitlist_nudge
 from events.services.reference import check_texts
@@ -58,6 +59,7 @@ EDITABLE = {
     "description",
     "note",
     "ticket_instructions",
+    "ticket_pdf",
     "lang",
     "translations",
     "currency",
@@ -252,6 +254,12 @@ def update_event(*, event: Event, actor: Any, **fields: Any) -> Event:
             _check_tz(event.date_tz)
         if "cancel_deadline_hours" in changes:
             check_cancel_deadline_hours(event.cancel_deadline_hours)
+        if "ticket_pdf" in changes and event.ticket_pdf not in TicketPdf.values:
+            raise ValidationFailed(
+                f"ticket_pdf is one of {sorted(TicketPdf.values)}.",
+                code="invalid_value",
+                field="ticket_pdf",
+            )
         if DATE_FIELDS & set(changes):
             _check_dates(event.date_begin, event.date_end)
         # Slot hours are in the event's time zone: a new zone moves every slot in UTC.

@@ -139,6 +139,7 @@ JSON_ROUTES = {
 TOKEN_ROUTES = {
     "my-tickets": "tickets",
     "my-tickets-cancel": "tickets",
+    "my-tickets-pdf": "tickets",
     "ics": "ics",
     "waitlist-offer": "offer",
 }

@@ -13,6 +13,7 @@ from django.utils import timezone
 from events import hooks
 from events.models import (
     Event,
+    EventLogo,
     EventType,
     MessageTemplate,
     Question,
@@ -23,6 +24,7 @@ from events.models import (
     TypeMail,
 )
 from events.services import events as event_services
+from events.services import logos
 from events.services import registrations as registration_services
 from events.services.audit import Actor
 
@@ -228,6 +230,9 @@ class Command(BaseCommand):
             event_type = self._event_type()
             summit = Event.objects.filter(name=SUMMIT).first() or self._summit(event_type)
             workshops = Event.objects.filter(name=WORKSHOPS).first() or self._workshops()
+            # The organiser's logo, printed on the summit's PDF tickets and name badges.
+            if not EventLogo.objects.filter(event=summit).exists():
+                logos.set_logo(event=summit, content=_demo_logo(), actor=ACTOR)
             # A sold-out evening with a waiting list (one offer open), so the demo shows an offer.
             if not Event.objects.filter(name=SOLD_OUT).exists():
                 _sold_out_with_waiting_list()
@@ -465,6 +470,16 @@ class Command(BaseCommand):
 
 FIRST_NAMES = ["Hedy", "Edsger", "Frances", "Donald", "Radia", "Ken", "Sophie", "Tim", "Anita"]
 LAST_NAMES = ["Lamarr", "Dijkstra", "Allen", "Knuth", "Perlman", "Thompson", "Wilson", "Berners"]
+# Every fifth attendee's name is in another script, so the badges and tickets show them all.
+WORLD_NAMES = [
+    "Zoë Ångström-Dvořák",
+    "Αλέξανδρος Παπαδόπουλος",
+    "Дмитрий Иванов",
+    "محمد عبد الله",
+    "王小明",
+    "山田さくら",
+    "김민준",
+]
 # Registrations per day over the two weeks before today (oldest first): a launch peak, a
 # quiet middle and the reminder bump, so the dashboard's charts show a real shape.
 HISTORY = [7, 4, 2, 1, 0, 2, 1, 3, 1, 0, 2, 4, 3, 2]
@@ -489,6 +504,8 @@ def _history(event: Event, *, shirt: Question, found: Question) -> None:
         for i in range(count):
             n += 1
             name = f"{FIRST_NAMES[n % len(FIRST_NAMES)]} {LAST_NAMES[n % len(LAST_NAMES)]} {n}"
+            if n % 5 == 0:
+                name = WORLD_NAMES[(n // 5) % len(WORLD_NAMES)]
             ticket = tickets[n % 2]
             extra = (
                 {"sale_order_ref": f"SO-3{n:03d}", "sale_status": "sold"} if ticket.price else {}
@@ -562,3 +579,24 @@ def _at(day: date, at: time, tz: str) -> datetime:
     import zoneinfo
 
     return datetime.combine(day, at, tzinfo=zoneinfo.ZoneInfo(tz))
+
+
+def _demo_logo() -> bytes:
+    """A made-up organiser's logo (drawn here: the demo ships no image file)."""
+    from io import BytesIO
+
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGBA", (360, 120), (0, 0, 0, 0))
+    draw = ImageDraw.Draw(image)
+    draw.rounded_rectangle((0, 0, 359, 119), radius=24, fill=(18, 70, 140, 255))
+    for i, colour in enumerate([(255, 196, 0), (0, 170, 120), (230, 60, 60)]):
+        x = 24 + i * 44
+        draw.ellipse((x, 30, x + 60, 90), fill=(*colour, 230))
+    for i in range(3):
+        draw.rounded_rectangle(
+            (170, 28 + i * 24, 330 - i * 40, 44 + i * 24), radius=8, fill=(255, 255, 255, 255)
+        )
+    out = BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()

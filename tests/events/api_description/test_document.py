@@ -37,6 +37,7 @@ NOT_JSON = {
     "waitlist-join": "the event page's waiting-list form (HTML)",
     "my-tickets": "the tickets page (HTML)",
     "my-tickets-cancel": "the self-service cancellation step (HTML)",
+    "my-tickets-pdf": "a registration's PDF ticket (application/pdf)",
     "ics": "the calendar file (text/calendar)",
     "waitlist-offer": "the waiting-list offer page (HTML)",
     "api-docs": "this description's viewer (HTML)",

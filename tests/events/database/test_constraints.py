@@ -76,6 +76,13 @@ def test_event_end_must_follow_begin(now):
     assert Event.objects.get(pk=event.pk).date_end == now + timedelta(hours=1)
 
 
+def test_an_event_says_attach_or_link_for_its_pdf_ticket():
+    event = factories.EventFactory()
+    with refused_by("event_ticket_pdf_known"):
+        Event.objects.filter(pk=event.pk).update(ticket_pdf="fax")
+    assert Event.objects.filter(pk=event.pk).update(ticket_pdf="link") == 1
+
+
 def test_the_cancel_deadline_is_at_most_a_year_of_hours():
     from events.models import CANCEL_DEADLINE_MAX, EventType
 
@@ -407,7 +414,8 @@ def test_sms_outbox_state_is_known_and_a_sent_row_has_sent_at():
 def test_an_attendee_export_has_a_known_format_and_state_and_a_ready_one_its_file():
     row = factories.AttendeeExportFactory()
     with refused_by("export_format_known"):
-        AttendeeExport.objects.filter(pk=row.pk).update(file_format="pdf")
+        AttendeeExport.objects.filter(pk=row.pk).update(file_format="odt")
+    assert AttendeeExport.objects.filter(pk=row.pk).update(file_format="pdf") == 1
     with refused_by("export_state_known"):
         AttendeeExport.objects.filter(pk=row.pk).update(state="lost")
     with refused_by("export_done_has_content"):
@@ -458,6 +466,7 @@ TESTED = {
     "event_dates",
     "event_cancel_deadline_max",
     "event_type_cancel_deadline_max",
+    "event_ticket_pdf_known",
     "slot_hours",
     "slot_datetimes",
     "ticket_owner_exactly_one",
