@@ -223,6 +223,27 @@ class MessageTemplateFactory(factory.django.DjangoModelFactory):
     body = "<p>Hello {{ registration.name }}</p>"
 
 
+def _logo_png() -> bytes:
+    """A small PNG, as the logo verb stores one (re-encoded, at most 800 px)."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    out = BytesIO()
+    Image.new("RGB", (200, 80), (20, 60, 200)).save(out, format="PNG")
+    return out.getvalue()
+
+
+class EventLogoFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ev.EventLogo
+
+    event = factory.SubFactory(EventFactory)
+    content = factory.LazyFunction(_logo_png)
+    width = 200
+    height = 80
+
+
 class MailOutboxFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = ev.MailOutbox
