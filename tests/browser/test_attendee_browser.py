@@ -33,8 +33,10 @@ ARGS = [
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def browser():
+    """One Chromium per test module (a launch costs ~1.5 s of CPU; each test opens its own
+    pages, so nothing of one test's pages is seen by the next)."""
     # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are
     # plain synchronous code between browser steps.
     if not Path(CHROMIUM).exists():
