@@ -528,7 +528,7 @@ def test_an_admission_writes_the_scan_row_in_the_transition_s_statement_and_tran
 
 @pytest.mark.parametrize("changed", ["event", "registration"])
 def test_an_admission_whose_rows_changed_since_the_lookup_is_decided_on_the_locked_rows(
-    monkeypatch, changed
+    monkeypatch, caplog, changed
 ):
     """The lookup read the rows at some versions; before the admission, staff edited the event
     (its name) or the registration (its name): the rows are no longer as seen, so the one-round
@@ -549,8 +549,12 @@ def test_an_admission_whose_rows_changed_since_the_lookup_is_decided_on_the_lock
     monkeypatch.setattr(attendance.selectors, "scanned_registration", lambda barcode: stale)
     audit_before = EventAuditLog.objects.count()
 
-    answer = register_attendee(barcode=reg.barcode, event_id=event.pk, actor=DESK)
+    with caplog.at_level("DEBUG", logger="events.transitions"):
+        answer = register_attendee(barcode=reg.barcode, event_id=event.pk, actor=DESK)
 
+    assert [r.getMessage() for r in caplog.records if r.name == "events.transitions"] == [
+        f"registration {reg.pk}: rows_as_seen: 0 of 1 rows changed; deciding on the locked rows"
+    ]
     assert answer["status"] == "confirmed_registration"
     # the answer is the locked row's: its current name
     assert answer["name"] == ("Renamed attendee" if changed == "registration" else reg.name)

@@ -7,6 +7,7 @@ overlays' hooks once it committed.
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache, partial
@@ -35,6 +36,8 @@ from events.models import (
 )
 from events.services import audit, scheduler, seats, waitlist_nudge
 from events.services.registrations.rules import AUDIT_VERBS, CANCEL_SOURCES, TRANSITIONS, S
+
+logger = logging.getLogger("events.transitions")
 
 # --- transitions ---------------------------------------------------------------------------
 
@@ -103,8 +106,12 @@ def _transition(
         try:
             with transaction.atomic():
                 return write(registration.event, seen_reg, seen=seen)
-        except _RowsChanged:
-            pass  # decided again below, on the locked rows
+        except _RowsChanged as changed:
+            # Decided again below, on the locked rows (a second desk admitted the ticket, staff
+            # edited the event): logged, so how often a scan pays the second way can be seen.
+            logger.debug(
+                "registration %s: %s; deciding on the locked rows", registration.pk, changed
+            )
     with transaction.atomic():
         # With the locks, what the transition's followers need: the after_sub schedulers of a
         # draft being confirmed (the one way from draft into `open`), whether someone waits for
