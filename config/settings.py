@@ -54,7 +54,8 @@ MIDDLEWARE = [
     "config.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Django's, its user the one read with the session (config/auth.py).
+    "config.auth.AuthenticationMiddleware",
     "config.messages.LazyMessageMiddleware",  # Django's, the storage built on first use
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "config.csp.CSPMiddleware",  # django-csp's, with the policy text kept

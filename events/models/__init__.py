@@ -60,3 +60,4 @@ from events.models.registrations import (  # noqa: F401
     WaitlistEntry,
     WaitlistState,
 )
+from events.models.sessions import StaffSession  # noqa: F401

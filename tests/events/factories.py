@@ -296,3 +296,15 @@ class WaitlistEntryFactory(factory.django.DjangoModelFactory):
     event = factory.SubFactory(EventFactory)
     name = factory.Sequence(lambda n: f"Waiting {n}")
     email = factory.Sequence(lambda n: f"waiting{n}@example.org")
+
+
+class StaffSessionFactory(factory.django.DjangoModelFactory):
+    """A signed-in session's row (sessions are made by signing in: `Client.force_login`)."""
+
+    class Meta:
+        model = ev.StaffSession
+
+    session_key = factory.Sequence(lambda n: f"{n:032d}")
+    session_data = ""
+    expire_date = factory.LazyFunction(lambda: timezone.now() + timedelta(hours=1))
+    user = factory.SubFactory(UserFactory)

@@ -381,10 +381,10 @@ def test_catalog_read_killed_answers_503_and_the_next_read_answers(seam_secret):
 
 
 DESK_POINTS = {
-    # The session read is the request's first statement: a backend gone before it is a kept
-    # connection dropped between requests, replaced (the next test). The user read comes
-    # second, before the view.
-    "user-read": r'FROM "auth_user" WHERE',
+    # The session read, with the user, is the request's first statement: a backend gone before
+    # it is a kept connection dropped between requests, replaced (the next test). The lookup
+    # comes second, in the view.
+    "lookup": r'FROM "events_registration"',
     "state-update": r'UPDATE "events_registration"',
     "audit-insert": r'INSERT INTO "events_eventauditlog"',
 }
@@ -437,7 +437,7 @@ def test_desk_scan_after_its_kept_connection_was_dropped_admits_once():
     assert (first.status_code, first.json()["status"]) == (200, "confirmed_registration")
 
     other = factories.RegistrationFactory(event=reg.event)
-    with backend_killed_before(r'FROM "django_session"'):
+    with backend_killed_before(r'FROM "events_staff_session"'):
         answer = client.post(SCAN, data=json.dumps({"barcode": other.barcode}), content_type=JSON)
     request_finished()
     assert (answer.status_code, answer.json()["status"]) == (200, "confirmed_registration")
