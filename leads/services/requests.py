@@ -36,12 +36,14 @@ _REQUEST_RULES = LeadRequest.rules.through._meta.db_table
 # New registrations and state changes reach the requests through the overlay's triggers on
 # events_registration (migration 0005), in the transaction that wrote them: per event, the
 # request is made to cover every rule from below the lowest registration concerned
-# (`leads_cover_request`, migration 0004). A request that already covers it and that no walker
-# holds is left unwritten: a ticket rush writes no new request row version per booking. Leaving
-# it unwritten is safe because ON CONFLICT DO UPDATE locks the conflicting row even when its
-# WHERE is false: until the booking commits, a walker's claim (FOR UPDATE SKIP LOCKED) skips
-# the request, so no walker reads a batch that misses this uncommitted registration and
-# advances past it unfenced (tests/leads/test_pass.py: test_an_unwritten_request_still_holds_off_…).
+# (`leads_cover_request`, migrations 0004 and 0006). A request that already covers it and that
+# no walker holds is left unwritten: a ticket rush writes no new request row version per
+# booking. Leaving it unwritten is safe because the function locks the row FOR KEY SHARE: until
+# the booking commits, a walker's claim (FOR UPDATE SKIP LOCKED) skips the request, so no walker
+# reads a batch that misses this uncommitted registration and advances past it unfenced
+# (tests/leads/test_pass.py: test_an_unwritten_request_still_holds_off_…). KEY SHARE, not the
+# upsert's own lock: other changes of the event's registrations (the desks' admissions) share
+# it instead of waiting for each other.
 # A request a walker holds is always rewritten: its new row version (xmin) is what tells the
 # walker that its batch must be walked again (passes.py).
 _UPSERT = f"""

@@ -266,10 +266,10 @@ def _other_connection() -> psycopg.Connection:
 
 @pytest.mark.django_db(transaction=True)
 def test_an_unwritten_request_still_holds_off_a_walker_until_the_booking_commits(world, actor):
-    """The hook leaves a covering request unwritten, but its upsert still locks the row (ON
-    CONFLICT DO UPDATE locks even when its WHERE is false): a walker's claim skips the request
-    until the booking commits, so no walker reads a batch missing the uncommitted registration
-    and advances past it."""
+    """The hook leaves a covering request unwritten, but locks its row FOR KEY SHARE
+    (`leads_cover_request`, migration 0006): a walker's claim skips the request until the
+    booking commits, so no walker reads a batch missing the uncommitted registration and
+    advances past it."""
     register(world, actor, "Ada")
     request = LeadRequest.objects.get(event=world.event)
     version = request_version(world.event)
@@ -282,6 +282,29 @@ def test_an_unwritten_request_still_holds_off_a_walker_until_the_booking_commits
     with _other_connection() as other:
         claimed = other.execute(passes._CLAIM, claim).fetchone()
     assert claimed is not None and claimed[0] == request.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_changes_to_one_events_registrations_do_not_wait_for_each_other_at_the_request(
+    world, actor
+):
+    """Two transactions that each change a registration of the event (two desks admitting)
+    both leave the covering request unwritten under KEY SHARE: the second does not wait for
+    the first to commit, where an upsert's lock (ON CONFLICT DO UPDATE locks even when its
+    WHERE is false) made every such change of the event wait for the one before it."""
+    first, second = register(world, actor, "Ada", "Bea")
+    version = request_version(world.event)
+    table = Registration._meta.db_table
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(f"UPDATE {table} SET state = 'done' WHERE id = %s", [first.pk])  # noqa: S608
+        assert request_version(world.event) == version
+        with _other_connection() as other:
+            other.execute("SET lock_timeout = '2s'")
+            other.execute(f"UPDATE {table} SET state = 'done' WHERE id = %s", [second.pk])  # noqa: S608
+            other.commit()
+    assert request_version(world.event) == version
+    assert Registration.objects.filter(pk__in=[first.pk, second.pk], state="done").count() == 2
 
 
 @pytest.mark.django_db(transaction=True)
