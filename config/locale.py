@@ -27,7 +27,8 @@ def expressed_language(request: HttpRequest) -> str | None:
     )
     if chosen is not None:
         return chosen
-    for code, _quality in parse_accept_lang_header(request.headers.get("Accept-Language", "")):
+    # META, not request.headers: that builds a mapping of every header on first use.
+    for code, _quality in parse_accept_lang_header(request.META.get("HTTP_ACCEPT_LANGUAGE", "")):
         if code == "*":
             break
         try:

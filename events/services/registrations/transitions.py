@@ -54,7 +54,8 @@ def row_version(table: str) -> str:
     """The SQL of a row's version, as text: the transaction that wrote it (`xmin`) and where
     (`ctid`). Any UPDATE writes a new version: another transaction's has another xmin, and one
     of the same transaction (a caller's block) another ctid (the version it replaces is not
-    dead before that transaction ends, so its place cannot be reused)."""
+    dead before that transaction ends, so its place cannot be reused). `events_lock_as_seen`
+    (migration events/0020_lock_as_seen) compares the same text."""
     return f'("{table}".xmin::text || \' \' || "{table}".ctid::text)'
 
 
@@ -202,9 +203,13 @@ def _write(
             pipeline.pipelined(own_transaction=True) as pipe,
         ):
             if seen is not None:
-                for sql, params in _seen_statements(event.pk, reg.pk, seen):
-                    cursors.append(pipeline.cursor())
-                    cursors[-1].execute(sql, params)
+                cursors.append(pipeline.cursor())
+                cursors[-1].execute(
+                    *_seen_statement(event.pk, reg.pk, seen, share_event=not opening)
+                )
+            cursors.append(_send_transition(reg, audit_rows, also))
+            # The seats after the row: the ledger row's lock, which every transition of the
+            # event's seats waits for, is then held only from here to the COMMIT.
             if reg.active and opening:
                 ledger = seats.send_reserve(
                     event=event, slot_id=reg.slot_id, ticket=reg.ticket, count=1
@@ -213,7 +218,6 @@ def _write(
                 ledger = seats.send_apply(event=event, holds=[hold], guarded=True)
             if ledger is not None and ledger.cursor is not None:
                 cursors.append(ledger.cursor)  # closed by check() / result(), or below
-            cursors.append(_send_transition(reg, audit_rows, also))
             if opening:
                 scheduler.registrations_opened(
                     event=event, registrations=[reg], now=now, schedulers=after_sub
@@ -238,31 +242,20 @@ def _write(
 SEEN_CHECK = "rows_as_seen"
 
 
-@cache
-def _seen_sql() -> tuple[str, str, str]:
+def _seen_statement(
+    event_id: int, registration_id: int, seen: Seen, *, share_event: bool
+) -> tuple[str, list]:
     """The two locks of a transition (Event, then the registration: every core verb's order)
     and the check that both rows are still the versions the caller saw, failing the
-    transaction (`events_rows_guard`) when either changed."""
-    event, registration = Event._meta.db_table, Registration._meta.db_table
-    # S608: built from constants (table names from model meta); values are params.
+    transaction (`events_rows_guard`, detail SEEN_CHECK) when either changed: one statement,
+    `events_lock_as_seen` (migration events/0020_lock_as_seen). `share_event`: the Event row
+    FOR SHARE, for a transition that takes no new seat (the desk's admission): it still waits
+    for, and holds off, any change to the event (a cancellation, its seats), but not the other
+    desks' admissions, which then wait only for the seat ledger's row."""
     return (
-        f"SELECT 1 FROM {event} e WHERE e.id = %s FOR UPDATE OF e",  # noqa: S608
-        f"SELECT 1 FROM {registration} r WHERE r.id = %s FOR UPDATE OF r",  # noqa: S608
-        f"""SELECT events_rows_guard(
-            (SELECT count(*) FROM {event}, {registration}
-              WHERE {event}.id = %s AND {row_version(event)} = %s
-                AND {registration}.id = %s AND {row_version(registration)} = %s),
-            1, '{SEEN_CHECK}')""",  # noqa: S608
+        "SELECT events_lock_as_seen(%s, %s, %s, %s, %s)",
+        [event_id, seen.event, registration_id, seen.registration, share_event],
     )
-
-
-def _seen_statements(event_id: int, registration_id: int, seen: Seen) -> list[tuple[str, list]]:
-    lock_event, lock_registration, check = _seen_sql()
-    return [
-        (lock_event, [event_id]),
-        (lock_registration, [registration_id]),
-        (check, [event_id, seen.event, registration_id, seen.registration]),
-    ]
 
 
 @contextmanager

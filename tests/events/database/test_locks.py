@@ -130,3 +130,81 @@ def test_audit_rows_are_one_insert_per_call_with_every_column():
     )
     assert rows == [("desk", "gate 1", "desk.scan", {"n": n, "s": "é"}) for n in range(3)]
     assert all(row.at is not None for row in EventAuditLog.objects.filter(event=event))
+
+
+def _other_connection():
+    import psycopg
+
+    settings = connection.settings_dict
+    other = psycopg.connect(
+        dbname=settings["NAME"],
+        user=settings["USER"],
+        host=settings["HOST"] or "127.0.0.1",
+        port=settings["PORT"] or 5432,
+    )
+    other.execute("SET lock_timeout = '1s'")
+    other.commit()  # kept by the session (a rollback would undo it)
+    return other
+
+
+def _versions(event_id: int, registration_id: int) -> tuple[str, str]:
+    from events.services.registrations.transitions import row_version
+
+    event, registration = Event._meta.db_table, Registration._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {row_version(event)}, {row_version(registration)} "  # noqa: S608
+            f"FROM {event}, {registration} WHERE {event}.id = %s AND {registration}.id = %s",
+            [event_id, registration_id],
+        )
+        return cursor.fetchone()
+
+
+LOCK_AS_SEEN = "SELECT events_lock_as_seen(%s, %s, %s, %s, %s)"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("share_event", [True, False], ids=["admission", "seat-taking"])
+def test_a_transition_on_seen_rows_shares_the_event_only_when_it_takes_no_seat(share_event):
+    """events_lock_as_seen with share_event (the desk's admission): a second admission of the
+    same event takes its locks while the first holds them, and a change to the event waits for
+    both. Without it (a transition that takes a seat) the second waits, as every core verb."""
+    import psycopg
+
+    event = factories.EventFactory()
+    first, second = (factories.RegistrationFactory(event=event) for _ in range(2))
+    seen = {
+        reg.pk: [event.pk, _versions(event.pk, reg.pk)[0], reg.pk, _versions(event.pk, reg.pk)[1]]
+        for reg in (first, second)
+    }
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(LOCK_AS_SEEN, [*seen[first.pk], share_event])
+        with _other_connection() as other:
+            if share_event:
+                assert other.execute(LOCK_AS_SEEN, [*seen[second.pk], True]).fetchone() == (0,)
+            else:
+                with pytest.raises(psycopg.errors.LockNotAvailable):
+                    other.execute(LOCK_AS_SEEN, [*seen[second.pk], False])
+            other.rollback()
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                other.execute(
+                    f"UPDATE {Event._meta.db_table} SET name = 'Renamed' WHERE id = %s",  # noqa: S608
+                    [event.pk],
+                )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rows_changed_since_they_were_seen_fail_the_check_and_write_nothing():
+    import psycopg
+
+    event = factories.EventFactory()
+    reg = factories.RegistrationFactory(event=event)
+    event_version, registration_version = _versions(event.pk, reg.pk)
+    Registration.objects.filter(pk=reg.pk).update(name="Changed")
+    with transaction.atomic(), connection.cursor() as cursor:
+        with pytest.raises(Exception) as refused:
+            cursor.execute(
+                LOCK_AS_SEEN, [event.pk, event_version, reg.pk, registration_version, True]
+            )
+    assert isinstance(refused.value.__cause__, psycopg.errors.RaiseException)
+    assert "rows_as_seen: 0 of 1 rows changed" in str(refused.value.__cause__.diag.message_detail)
