@@ -15,6 +15,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.sessions.base_session import AbstractBaseSession
 from django.db import models
+from django.utils.module_loading import import_string
 
 
 class StaffSession(AbstractBaseSession):
@@ -35,6 +36,6 @@ class StaffSession(AbstractBaseSession):
 
     @classmethod
     def get_session_store_class(cls):
-        from config.sessions import SessionStore
-
-        return SessionStore
+        # The configured engine's store (config.sessions), named by the setting: the models
+        # import nothing of config.
+        return import_string(f"{settings.SESSION_ENGINE}.SessionStore")
