@@ -14,7 +14,6 @@ a usable TrueType font, and together they must cover every script of
 from django.core.checks import Error, register
 
 from events import secret_knobs
-from events.pdf import fonts
 
 HINTS = {
     secret_knobs.CAPABILITY_CHECK: "make run writes a .env with a generated secret; see "
@@ -43,4 +42,7 @@ FONT_HINT = (
 
 @register()
 def check_pdf_fonts(app_configs, **kwargs) -> list[Error]:
+    # Imported when the checks run, not by every process that loads the app (reportlab).
+    from events.pdf import fonts
+
     return [Error(problem, hint=FONT_HINT, id=fonts.CHECK_ID) for problem in fonts.problems()]

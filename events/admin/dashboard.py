@@ -23,37 +23,42 @@ Invariants:
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from functools import cache
 
-import pygal
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
-from pygal.style import Style
 
 from events.admin import exports
 from events.admin.extensions import Alert, dashboard_panels
 from events.models import OutboxState
 from events.read import dashboard as figures
 
-# High-contrast colours (Okabe-Ito); meaning is carried by labels and values anyway.
-STYLE = Style(
-    background="white",
-    plot_background="white",
-    foreground="#222",
-    foreground_strong="#000",
-    foreground_subtle="#555",
-    colors=("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00"),
-    value_font_size=15,
-    label_font_size=15,
-    major_label_font_size=15,
-    legend_font_size=16,
-    title_font_size=18,
-    tooltip_font_size=14,
-    font_family="sans-serif",
-)
+
+@cache
+def _style():
+    """High-contrast colours (Okabe-Ito); meaning is carried by labels and values anyway.
+    pygal is imported by the first chart drawn, not by every process that loads the admin."""
+    from pygal.style import Style
+
+    return Style(
+        background="white",
+        plot_background="white",
+        foreground="#222",
+        foreground_strong="#000",
+        foreground_subtle="#555",
+        colors=("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00"),
+        value_font_size=15,
+        label_font_size=15,
+        major_label_font_size=15,
+        legend_font_size=16,
+        title_font_size=18,
+        tooltip_font_size=14,
+        font_family="sans-serif",
+    )
 
 
 def _no_script(root):
@@ -69,7 +74,7 @@ def _config(**kwargs):
     return {
         "js": [],  # no script from a CDN (pygal's default)
         "disable_xml_declaration": True,
-        "style": STYLE,
+        "style": _style(),
         "print_values": True,
         "legend_at_bottom": True,
         "truncate_label": -1,
@@ -86,6 +91,8 @@ def _render(chart) -> str:
 
 def seat_chart(title: str, bars: list[figures.SeatBar]) -> str:
     """Stacked horizontal bars: taken, then available (unlimited: no available part)."""
+    import pygal
+
     chart = pygal.HorizontalStackedBar(
         **_config(
             title=title, width=1000, height=max(220, 110 + 48 * len(bars)), print_zeroes=False
@@ -104,6 +111,8 @@ def seat_chart(title: str, bars: list[figures.SeatBar]) -> str:
 
 
 def days_chart(days: list[figures.DayCount]) -> str:
+    import pygal
+
     chart = pygal.Line(
         **_config(
             title="Registrations per day",
@@ -126,6 +135,8 @@ def days_chart(days: list[figures.DayCount]) -> str:
 
 
 def check_in_chart(check_in: figures.CheckIn) -> str:
+    import pygal
+
     chart = pygal.HorizontalBar(**_config(title="Check-in", width=500, height=220))
     chart.x_labels = ["Attendees"]
     chart.add("Expected", [check_in.expected])

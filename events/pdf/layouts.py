@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reportlab.lib.pagesizes import A4, A6
-from reportlab.lib.units import inch, mm
+# Points, computed as reportlab.lib.units and .pagesizes do (the same floats): the admin lists
+# these layouts, and importing reportlab for four numbers would load it in every process.
+inch = 72.0
+mm = inch / 2.54 * 0.1
+A4 = (210 * mm, 297 * mm)
+A6 = (105 * mm, 148 * mm)
 
 
 @dataclass(frozen=True)

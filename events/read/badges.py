@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -26,9 +26,15 @@ from django.utils.text import slugify
 
 from events.errors import Code, ValidationFailed
 from events.models import Event, Registration, RegistrationState
-from events.pdf import badges as drawing
 from events.pdf.layouts import DEFAULT_LAYOUT, LAYOUTS
 from events.services import ticket_pdf
+
+if TYPE_CHECKING:
+    from events.pdf import badges as drawing
+
+# The drawing (`events.pdf.badges`: reportlab, pypdf) is imported by the sheet being drawn, not
+# by every process that loads the app (the admin imports this module): it costs each a third
+# of a second.
 
 CHUNK = 1000
 BACKGROUND_BADGES = 300
@@ -99,6 +105,8 @@ def count(event_id: int, chosen: Options) -> int:
 
 def rows(event_id: int, chosen: Options) -> Iterator[drawing.Badge]:
     """The badges in name order, read CHUNK at a time (keyset on name, id)."""
+    from events.pdf import badges as drawing
+
     base = registrations(event_id, chosen).order_by("name", "pk")
     fields = ("pk", "name", "company_name", "barcode", "ticket__name")
     after: tuple[str, int] | None = None
@@ -129,6 +137,8 @@ def write(
     every: int = CHUNK,
 ) -> int:
     """Draw the sheet of `event` onto `out`; returns the number of badges."""
+    from events.pdf import badges as drawing
+
     return drawing.render(
         rows(event.pk, chosen),
         out,

@@ -18,7 +18,6 @@ from io import BytesIO
 from typing import Any
 
 from django.db import transaction
-from PIL import Image, UnidentifiedImageError
 
 from events.db import locks
 from events.errors import Code, ValidationFailed
@@ -36,6 +35,9 @@ def _refused(message: str) -> ValidationFailed:
 
 def normalised(content: bytes) -> tuple[bytes, int, int]:
     """The upload as the PNG that is stored, with its size in pixels."""
+    # Pillow is imported by an upload, not by every process that loads the admin.
+    from PIL import Image, UnidentifiedImageError
+
     if len(content) > MAX_UPLOAD:
         raise _refused(f"A logo is at most {MAX_UPLOAD // (1024 * 1024)} MB.")
     try:

@@ -32,7 +32,6 @@ from events.models import (
     RegistrationState,
     TicketPdf,
 )
-from events.pdf import ticket
 
 CONTENT_TYPE = "application/pdf"
 
@@ -63,6 +62,10 @@ def filename(registration: Registration) -> str:
 def render(*, registration: Registration, logo: bytes | None) -> bytes:
     """The ticket of `registration` (loaded with event, ticket and slot)."""
     with translation.override(language_of(registration)):
+        # The drawing (reportlab, HarfBuzz) is imported by the first ticket drawn, not by every
+        # process that loads the app (it costs each a tenth of a second).
+        from events.pdf import ticket
+
         return ticket.render(registration=registration, logo=logo)
 
 

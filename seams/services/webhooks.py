@@ -36,11 +36,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import certifi
-import httpx
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
@@ -57,6 +56,9 @@ from seams.models import (
     WebhookEndpoint,
 )
 
+if TYPE_CHECKING:
+    import httpx
+
 logger = logging.getLogger("seams.webhooks")
 
 DELIVERY_TASK = "seams.deliver_webhooks"
@@ -64,7 +66,9 @@ NUDGE_KEY = "seams:nudge:webhooks"
 # The audit verbs the trigger turns into messages (event.updated only when the dates moved).
 SOURCE_VERBS = frozenset(WEBHOOK_TYPES) - {"event.postponed"} | {"event.updated"}
 
-TIMEOUT = httpx.Timeout(10.0, connect=5.0)
+# Seconds: the whole exchange, and the connection. httpx is imported by the functions that use
+# it: it costs every process that loads the app (web, workers, commands) a sixth of a second.
+TIMEOUT_SECONDS = (10.0, 5.0)
 RETRYABLE_STATUSES = frozenset({408, 425, 429})
 RESPONSE_EXCERPT = 1000
 BATCH = 200
@@ -100,6 +104,8 @@ def _check_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
         raise refused
+    import httpx
+
     try:
         httpx.URL(url).raw_host  # noqa: B018 — encodes the host (IDNA) as a POST would
     except Exception:  # httpx.InvalidURL, idna's errors: not all of them HTTPError
@@ -328,12 +334,15 @@ def deliver_due(*, now: datetime | None = None, limit: int = RUN_LIMIT) -> Webho
     """POST the due deliveries, BATCH per transaction, at most `limit`, until none is due. An
     endpoint that fails is not tried again in the same run (its deliveries wait for their
     backoff). When the limit stopped the run, delivery is nudged again after commit."""
+    import httpx
+
     report = WebhookReport()
     budget = limit
     failing: set[int] = set()
+    total, connect = TIMEOUT_SECONDS
     with (
         httpx.Client(
-            timeout=TIMEOUT,
+            timeout=httpx.Timeout(total, connect=connect),
             headers={"User-Agent": USER_AGENT},
             verify=_tls(),
             limits=httpx.Limits(max_connections=CONCURRENT, max_keepalive_connections=CONCURRENT),
@@ -391,6 +400,8 @@ class _Answer:
 
 
 def _post(client: httpx.Client, row: WebhookDelivery) -> _Answer:
+    import httpx
+
     endpoint = row.endpoint
     sent_at = timezone.now()
     body = body_of(row)

@@ -12,7 +12,6 @@ import json
 import logging
 import threading
 
-import httpx
 import pytest
 from django.utils import timezone
 from pytest_httpserver import HTTPServer
@@ -159,7 +158,7 @@ def test_a_timeout_is_retried_like_a_5xx(gateway, monkeypatch):
         release.wait(10)
         return Response("late", status=200)
 
-    monkeypatch.setattr(delivery, "TIMEOUT", httpx.Timeout(0.3))
+    monkeypatch.setattr(delivery, "TIMEOUT_SECONDS", (0.3, 0.3))
     gateway.expect_request("/sms").respond_with_handler(hang)
     row = SmsOutboxFactory()
     try:

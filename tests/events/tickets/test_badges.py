@@ -239,3 +239,13 @@ def test_a_badge_sheet_needs_one_event_and_its_options(world, django_user_model)
             exports.request_export(actor=admin, **kwargs)
         assert refused.value.code == "invalid_value"
     assert AttendeeExport.objects.count() == 0
+
+
+def test_the_layouts_units_are_reportlabs_own():
+    """events.pdf.layouts computes its points itself (reportlab is imported by the drawing)."""
+    from reportlab.lib import pagesizes, units
+
+    from events.pdf import layouts
+
+    assert (layouts.inch, layouts.mm) == (units.inch, units.mm)
+    assert (layouts.A4, layouts.A6) == (pagesizes.A4, pagesizes.A6)
