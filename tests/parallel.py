@@ -116,6 +116,7 @@ CONNECTION_HEAVY_GROUP = "postgres-connections"
 # out first after the connection-heavy unit. A scheduling hint only: a module missing here
 # runs all the same, later.
 LONG = (
+    "tests/events/config/test_make_run.py",  # `make run` itself: migrate, seed, three processes
     "tests/probes/test_model_checked.py",
     "tests/events/api_description/test_schemathesis.py",
     "tests/probes/test_killed_workers.py",

@@ -155,10 +155,9 @@ def assert_no_token(text: str, tokens: list[str]) -> None:
 
 
 @pytest.mark.slow
-# Alone (scripts/test.sh): `make run` migrates and seeds the development database of
-# DATABASE_URL, collects static files into var/, and its worker and beat take a broker database
-# of 8–15, none of which an xdist worker owns.
-@pytest.mark.serial
+# Beside the parallel run's workers: `make run` migrates and seeds the development database of
+# DATABASE_URL, collects static files into var/ (which no test serves), and its worker and beat
+# take a broker database of 8–15, none of which an xdist worker owns.
 def test_make_run_serves_web_worker_and_beat_and_stops_on_sigterm(free_port, tmp_path):
     log = tmp_path / "make-run.log"
     from django.conf import settings
