@@ -6,7 +6,7 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 COPY pyproject.toml ./
 COPY . .
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir . && python -m compileall -q /app
 # The translation catalogs (locale/), compiled in the image: no settings needed for this.
 RUN apt-get update && apt-get install -y --no-install-recommends gettext \
     && rm -rf /var/lib/apt/lists/* && django-admin compilemessages --ignore=.venv
