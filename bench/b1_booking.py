@@ -243,6 +243,13 @@ def _ideal(seats_max: int) -> dict:
     event = _new_event("B1 ideal", seats_max)
     url = common.psycopg_url()
     booked, problems = 0, []
+    from events.models import Registration
+
+    defaults = {
+        f.attname: f.get_default()
+        for f in Registration._meta.concrete_fields
+        if f.has_default() or f.null or f.blank
+    }
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(IDEAL_DDL)
         (digest,) = conn.execute("SELECT bench_ideal_digest(%s)", [event.pk]).fetchone()
@@ -259,6 +266,7 @@ def _ideal(seats_max: int) -> dict:
             now = datetime.now(UTC).isoformat()
             pk = ids.pop()
             row = {
+                **defaults,  # a column added to the model is written as the ORM would
                 "id": pk, "event_id": event.pk, "ticket_id": None, "slot_id": None,
                 "state": "open", "active": True, "barcode": str(secrets.randbits(64)),
                 "partner_ref": "", "name": f"Ideal {n}", "email": "", "phone": "",
@@ -289,8 +297,6 @@ def _ideal(seats_max: int) -> dict:
         except psycopg.errors.RaiseException as exc:
             if "bench_ideal_sold_out" not in str(exc):
                 problems.append(repr(exc))
-    from events.models import Registration
-
     rows = Registration.objects.filter(event=event).count()
     if rows != seats_max:
         problems.append(f"ideal rows {rows} for {seats_max}")
