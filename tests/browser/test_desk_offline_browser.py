@@ -128,3 +128,58 @@ def test_two_doors_admit_one_ticket_offline(world, live_server, browser):  # noq
     assert (conflict.kept_actor_label, conflict.offline_actor_label) == ("door", "west")
     north.close()
     south.close()
+
+
+def _desk_keys(page) -> dict[str, list[str]]:
+    """The keys the desk keeps in this tab's storage (its own start with "desk.")."""
+    return page.evaluate(
+        """() => ({
+            local: Object.keys(localStorage).filter(k => k.startsWith("desk.")).sort(),
+            session: Object.keys(sessionStorage).filter(k => k.startsWith("desk.")).sort(),
+        })"""
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_logging_out_clears_the_door_list_and_asks_first_when_scans_wait(
+    world,  # noqa: F811
+    live_server,
+    browser,  # noqa: F811
+):
+    event, grace = world["event"], world["regs"]["grace"]
+    context, page = open_scanner(browser, live_server, event, "door")
+    snapshot_key = f"desk.snapshot.{event.pk}"
+    assert snapshot_key in _desk_keys(page)["session"]  # the door list, for this session only
+
+    # A scan waits to be sent: logging out asks first, and "cancel" keeps everything.
+    context.set_offline(True)
+    scan(page, grace.barcode, "confirmed_registration")
+    expect(page.locator("#queue-count")).to_have_text("1")
+    asked: list[str] = []
+
+    def cancel(dialog) -> None:
+        asked.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", cancel)
+    page.click("#logout-form button")
+    expect(page.locator("#queue-count")).to_have_text("1")
+    assert asked and "not sent yet" in asked[0]
+    assert page.url.endswith(f"/desk/{event.pk}/")
+    kept = _desk_keys(page)
+    assert "desk.queue" in kept["local"] and snapshot_key in kept["session"]
+
+    # Sent, then logged out without a question: nothing of the desk is left in the browser.
+    context.set_offline(False)
+    expect(page.locator("#queue-count")).to_have_text("0", timeout=10_000)
+    assert Registration.objects.get(pk=grace.pk).state == "done"
+    page.on("dialog", lambda dialog: asked.append(dialog.message) or dialog.dismiss())
+    page.click("#logout-form button")
+    page.wait_for_url("**/admin/logout/")
+    assert len(asked) == 1  # no second question
+    assert _desk_keys(page) == {"local": [], "session": []}
+    # And the session is gone: the list is not served to this browser any more.
+    answer = context.request.get(f"{live_server.url}/desk/api/events/{event.pk}/snapshot")
+    assert answer.status == 403
+    assert "no-store" in answer.headers["cache-control"]
+    context.close()

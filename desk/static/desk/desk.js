@@ -313,6 +313,7 @@
     try { return JSON.parse(store.getItem(key) || "null"); } catch (e) { return null; }
   }
   function storageSet(store, key, value) {
+    if (document.documentElement.dataset.deskLeaving) return; // logging out (session.js)
     try { store.setItem(key, JSON.stringify(value)); } catch (e) { /* full or disabled: memory only */ }
   }
 

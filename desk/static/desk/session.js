@@ -12,10 +12,18 @@
       event.preventDefault();
       return;
     }
+    // From here the scanner writes nothing more (desk.js reads this mark): a door-list refresh
+    // still in flight must not put the list back. Cleared now, and again when the page goes.
+    document.documentElement.dataset.deskLeaving = "1";
+    clear();
+    window.addEventListener("pagehide", clear);
+  });
+
+  function clear() {
     try {
       [localStorage, sessionStorage].forEach(function (store) {
         Object.keys(store).forEach(function (key) { if (key.indexOf("desk.") === 0) store.removeItem(key); });
       });
     } catch (e) { /* storage disabled: nothing kept */ }
-  });
+  }
 })();
