@@ -383,16 +383,24 @@ class Stack:
         return out
 
     def stop(self) -> None:
+        """SIGTERM to each main process, as a container runtime stops one: the Celery worker's
+        warm shutdown lets its pool finish the task in hand (SIGTERM to the whole group killed
+        the pool's children mid-task, logged as ERROR / WorkerLostError), gunicorn's master
+        stops its workers. What is left of a group 30 s later is killed."""
         for name in ("beat", "worker", "web", "redis"):
             proc = self.procs.get(name)
             if proc is None or proc.poll() is not None:
                 continue
-            os.killpg(proc.pid, signal.SIGTERM)
+            proc.terminate()
             try:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+                pass
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # stragglers of the group, if any
+            except ProcessLookupError:
+                pass
+            proc.wait()
 
     def cleanup(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
