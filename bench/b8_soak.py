@@ -386,21 +386,17 @@ class Stack:
         """SIGTERM to each main process, as a container runtime stops one: the Celery worker's
         warm shutdown lets its pool finish the task in hand (SIGTERM to the whole group killed
         the pool's children mid-task, logged as ERROR / WorkerLostError), gunicorn's master
-        stops its workers. What is left of a group 30 s later is killed."""
+        stops its workers. A process still running 30 s later is killed with its whole group."""
         for name in ("beat", "worker", "web", "redis"):
             proc = self.procs.get(name)
             if proc is None or proc.poll() is not None:
                 continue
             proc.terminate()
             try:
-                proc.wait(timeout=30)
+                proc.wait(timeout=30)  # the main process waits for its children
             except subprocess.TimeoutExpired:
-                pass
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # stragglers of the group, if any
-            except ProcessLookupError:
-                pass
-            proc.wait()
+                os.killpg(proc.pid, signal.SIGKILL)  # the group: the main is still its leader
+                proc.wait()
 
     def cleanup(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
