@@ -57,6 +57,7 @@ test: install-test services
 	@bash scripts/test.sh
 
 bench: install-test services env
+	@bash scripts/fonts.sh
 	@$(PY) scripts/createdb.py
 	@$(PY) manage.py migrate --no-input -v0
 	@$(PY) manage.py compilemessages --ignore=.venv -v0
