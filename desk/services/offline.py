@@ -74,7 +74,10 @@ def snapshot_time(*, signature: str, event_id: int | None) -> datetime | None:
     ours, is too old, or names another event than `event_id`."""
     try:
         payload = signing.loads(signature, salt=SALT, max_age=SIGNATURE_MAX_AGE)
-    except signing.BadSignature:
+    except (signing.BadSignature, ValueError):
+        # ValueError: a lone surrogate in the text (JSON carries one as an escape) fails the
+        # signature's comparison, which encodes it as UTF-8 (UnicodeEncodeError), not as a bad
+        # signature; and anything else a text no one signed may make the decoding raise.
         return None
     if not isinstance(payload, dict) or event_id is None or payload.get("e") != event_id:
         return None

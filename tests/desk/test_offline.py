@@ -163,6 +163,7 @@ def old():
         {"offline": "yes"},
         {"offline_status": "admitted"},
         {"snapshot": "tampered"},
+        {"snapshot": "lone surrogate"},  # JSON carries one as an escape (\\ud800)
         {"snapshot": "other event"},
         {"scanned_at": None},  # offline without its time
     ],
@@ -176,6 +177,8 @@ def test_a_bad_replay_field_is_refused_and_writes_nothing(door, event, change):
     value = {"future": future(), "old": old(), "other event": other}.get(value, value)
     if value == "tampered":
         value = signature[:-2] + ("AA" if not signature.endswith("AA") else "BB")
+    if value == "lone surrogate":
+        value = signature[:-1] + "\ud800"
     key = next(iter(change))
     if value is None:
         body.pop(key)
