@@ -3,8 +3,9 @@
 With the network cut (`context.set_offline`), scans are decided from the door list the page
 fetched, shown marked "Offline" and queued; back online the queue is sent and the server's rows
 match. Two doors admitting one ticket offline: one attendance, one conflict, shown on the page
-that lost. Screenshots of the offline states, desktop and mobile, go to
-test-output/screenshots/desk-offline-*.png.
+that lost. Two tabs of one browser share the queue: a tab closed offline loses none of its
+scans. A fresh door list keeps the queued admissions admitted. Screenshots of the offline
+states, desktop and mobile, go to test-output/screenshots/desk-offline-*.png.
 """
 
 from __future__ import annotations
@@ -128,6 +129,70 @@ def test_two_doors_admit_one_ticket_offline(world, live_server, browser):  # noq
     assert (conflict.kept_actor_label, conflict.offline_actor_label) == ("door", "west")
     north.close()
     south.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_tabs_of_one_door_keep_each_others_offline_scans(world, live_server, browser):  # noqa: F811
+    """The queue is the browser's (localStorage), shared by every desk tab: a tab that queues a
+    scan must not write back the queue as it last read it, dropping another tab's scans."""
+    event, regs = world["event"], world["regs"]
+    context, first = open_scanner(browser, live_server, event, "door")
+    second = context.new_page()  # the same browser, the same login: a second tab
+    second.goto(f"{live_server.url}/desk/{event.pk}/")
+    second.wait_for_selector('#list-age[data-age="fresh"]')
+
+    context.set_offline(True)
+    scan(first, regs["grace"].barcode, "confirmed_registration")
+    scan(second, regs["ada"].barcode, "confirmed_registration")
+    expect(first.locator("#queue-count")).to_have_text("2")  # told of the other tab's scan
+    expect(second.locator("#queue-count")).to_have_text("2")
+    first.close()  # the tab that scanned Grace is gone before the network returns
+
+    context.set_offline(False)
+    expect(second.locator("#queue-count")).to_have_text("0", timeout=10_000)
+    assert Registration.objects.get(pk=regs["grace"].pk).state == "done"
+    assert Registration.objects.get(pk=regs["ada"].pk).state == "done"
+    assert EventAuditLog.objects.filter(verb="registration.scanned").count() == 2
+    context.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_new_door_list_keeps_the_queued_admissions_admitted(world, live_server, browser):  # noqa: F811
+    """A fresh list (a new hashing key, the server not told yet of the queued admission) still
+    shows a ticket admitted offline as admitted: scanned again offline, it is not let in twice."""
+    event, grace = world["event"], world["regs"]["grace"]
+    context, page = open_scanner(browser, live_server, event, "door")
+    list_key = f"desk.snapshot.{event.pk}"
+    first_list = page.evaluate(f"() => JSON.parse(sessionStorage.getItem('{list_key}')).signature")
+
+    context.set_offline(True)
+    scan(page, grace.barcode, "confirmed_registration")
+    # The network returns for the door list only: the queued scan cannot be sent yet.
+    context.route("**/desk/api/scan", lambda route: route.abort())
+    context.set_offline(False)
+    page.wait_for_function(
+        """([key, first]) => {
+            const list = JSON.parse(sessionStorage.getItem(key) || "null");
+            return list && list.signature !== first
+                && list.registrations.some(r => r.name === "Grace Hopper" && r.state === "done");
+        }""",
+        arg=[list_key, first_list],
+        timeout=10_000,
+    )
+    context.set_offline(True)
+    scan(page, grace.barcode, "already_registered")
+
+    context.unroute("**/desk/api/scan")
+    context.set_offline(False)
+    expect(page.locator("#queue-count")).to_have_text("0", timeout=15_000)
+    assert Registration.objects.get(pk=grace.pk).state == "done"
+    answers = EventAuditLog.objects.filter(registration=grace, verb="registration.scanned")
+    assert sorted(a.data["status"] for a in answers) == [
+        "already_registered",
+        "confirmed_registration",
+    ]
+    assert not OfflineConflict.objects.exists()
+    context.close()
 
 
 def _desk_keys(page) -> dict[str, list[str]]:

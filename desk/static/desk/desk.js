@@ -13,8 +13,10 @@
  * retried with backoff within TIMEOUT_MS) is decided from that list with the server's rules,
  * shown marked "Offline", and queued in localStorage with its nonce, its time and the list's
  * signature. When the network is back (the `online` event, or the probe every PROBE_MS) the
- * queue is sent in order, each scan with its nonce, so a retried send is harmless. Every scan
- * and confirmation carries a fresh nonce. Logging out clears both stores (session.js).
+ * queue is sent in order, each scan with its nonce, so a retried send is harmless. The queue is
+ * the browser's: every desk tab reads it before changing it and shows its length, and a tab
+ * with the door list keeps the other tabs' queued admissions admitted. Every scan and
+ * confirmation carries a fresh nonce. Logging out clears both stores (session.js).
  */
 (function () {
   "use strict";
@@ -304,7 +306,8 @@
 
   var snap = null; // the door list: the snapshot as served, plus `index` (key → entry)
   var hmacKey = null; // the CryptoKey of snap.barcode_key
-  var queue = [];
+  var queue = []; // this tab's copy of the queue (readQueue)
+  var queueStored = true; // false while localStorage refuses the queue: it is then this tab's alone
   var offline = false;
   var draining = false;
   var conflicts = 0;
@@ -313,8 +316,8 @@
     try { return JSON.parse(store.getItem(key) || "null"); } catch (e) { return null; }
   }
   function storageSet(store, key, value) {
-    if (document.documentElement.dataset.deskLeaving) return; // logging out (session.js)
-    try { store.setItem(key, JSON.stringify(value)); } catch (e) { /* full or disabled: memory only */ }
+    if (document.documentElement.dataset.deskLeaving) return false; // logging out (session.js)
+    try { store.setItem(key, JSON.stringify(value)); return true; } catch (e) { return false; } // full or disabled: memory only
   }
 
   // Another user's leftovers (a logout that did not run session.js): never read them.
@@ -366,14 +369,9 @@
         if (!data || !data.registrations) return false;
         goOnline();
         return useSnapshot(data).then(function () {
-          // Admissions this page made offline and has not sent yet stay admitted in its list.
-          queue.forEach(function (item) {
-            var entry = snap.index[item.key];
-            if (entry && item.offline_status === "confirmed_registration" && entry.state === "open") entry.state = "done";
-          });
           saveSnapshot();
-          return true;
-        });
+          return markQueuedAdmissions();
+        }).then(function () { return true; });
       })
       .catch(function () { return false; })
       .finally(function () { clearTimeout(timer); });
@@ -415,9 +413,9 @@
         saveSnapshot();
         attended.textContent = String(parseInt(attended.textContent, 10) + 1);
       }
-      queue.push({
+      readQueue().push({
         nonce: payload.nonce, barcode: barcode, event_id: payload.event_id, slot_id: payload.slot_id || null,
-        scanned_at: scannedAt, offline: true, offline_status: status, snapshot: snap.signature, key: key
+        scanned_at: scannedAt, offline: true, offline_status: status, snapshot: snap.signature
       });
       saveQueue();
       var message = fmt(TEXT.offline_decided, { time: clock(snap.generated_at) });
@@ -431,9 +429,40 @@
     return new Date(iso).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
   }
 
+  // The queue is the browser's, shared by every desk tab: a tab reads it from localStorage
+  // before each change, so it never writes back the queue as it last saw it, without the scans
+  // another tab queued since. Entries this page could not have written are not sent.
+  function readQueue() {
+    if (!queueStored) return queue; // storage refused it: this tab's copy is the queue
+    var stored = storageGet(localStorage, QUEUE_KEY);
+    queue = Array.isArray(stored) ? stored.filter(isQueuedScan) : [];
+    return queue;
+  }
+  function isQueuedScan(item) {
+    return item !== null && typeof item === "object" && typeof item.barcode === "string" && typeof item.nonce === "string";
+  }
   function saveQueue() {
-    storageSet(localStorage, QUEUE_KEY, queue);
+    queueStored = storageSet(localStorage, QUEUE_KEY, queue);
     showNet();
+  }
+  // Admissions made offline (by any tab) and not sent yet stay admitted in this tab's list,
+  // a list fetched since included. Each list hashes with a key of its own, so the queued
+  // barcodes are hashed again with the current one.
+  function markQueuedAdmissions() {
+    var admitted = readQueue().filter(function (item) {
+      return item.offline_status === "confirmed_registration" && item.event_id === eventId;
+    });
+    var list = snap;
+    if (!list || !hmacKey || !admitted.length) return Promise.resolve();
+    return Promise.all(admitted.map(function (item) { return keyOf(item.barcode.trim()); }))
+      .then(function (keys) {
+        if (snap !== list) return; // a newer list came meanwhile, marked on its own
+        keys.forEach(function (key) {
+          var entry = list.index[key];
+          if (entry && entry.state === "open") entry.state = "done";
+        });
+        saveSnapshot();
+      });
   }
 
   function goOffline() {
@@ -480,12 +509,12 @@
   // (it stays first, and the probe tries again). A refusal (4xx) is shown and dropped, except
   // 403: the session ended, the queue waits for a new login.
   function drain() {
-    if (draining || !queue.length) return;
+    if (draining || !readQueue().length) return;
     draining = true;
     showNet();
     var item = queue[0];
     var payload = {};
-    Object.keys(item).forEach(function (k) { if (k !== "key") payload[k] = item[k]; });
+    Object.keys(item).forEach(function (k) { if (k !== "key") payload[k] = item[k]; }); // "key": a list hash that entries queued by an earlier version of this page carry
     post(root.dataset.scanUrl, payload).then(function (answer) {
       draining = false;
       if (transient(answer) || answer.status >= 500 || answer.status === 403 || (!answer.ok && !answer.data)) {
@@ -493,7 +522,8 @@
         showNet();
         return;
       }
-      queue.shift();
+      // Sent: out of the queue as it is now (another tab may have sent it too, or added to it).
+      queue = readQueue().filter(function (queued) { return queued.nonce !== item.nonce; });
       saveQueue();
       if (answer.ok) {
         if (answer.data.offline_conflict) reportConflict(item, answer.data);
@@ -508,7 +538,7 @@
   }
 
   function probe() {
-    if (queue.length) { drain(); return; }
+    if (readQueue().length) { drain(); return; }
     if (offline) fetchSnapshot();
     showNet();
   }
@@ -565,7 +595,7 @@
   setInterval(refreshCounters, POLL_MS);
 
   claimStorage();
-  queue = storageGet(localStorage, QUEUE_KEY) || [];
+  readQueue();
   var kept = storageGet(sessionStorage, SNAP_KEY);
   (kept && kept.registrations && window.crypto && crypto.subtle ? useSnapshot(kept) : Promise.resolve())
     .then(function () { showNet(); return fetchSnapshot(); })
@@ -574,4 +604,10 @@
   setInterval(probe, PROBE_MS);
   window.addEventListener("online", function () { offline = false; showNet(); drain(); fetchSnapshot(); });
   window.addEventListener("offline", goOffline);
+  // Another desk tab of this browser queued or sent a scan.
+  window.addEventListener("storage", function (event) {
+    if (event.storageArea !== localStorage || (event.key !== QUEUE_KEY && event.key !== null)) return;
+    markQueuedAdmissions();
+    showNet();
+  });
 })();
