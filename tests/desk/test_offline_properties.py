@@ -17,12 +17,11 @@ from hypothesis import strategies as st
 from desk.models import OfflineConflict
 from desk.services.attendance import ScanStatus
 from tests.desk.test_offline import SCAN, door, event, post, signed  # noqa: F401 - fixtures
+from tests.events.intake.test_intake_properties import ANY_CHAR  # surrogates included
 from tests.helpers import snapshot as written
 
 pytestmark = pytest.mark.django_db
 
-# Any code point, surrogates included (hypothesis leaves Cs out unless told).
-ANY_CHAR = st.characters(exclude_categories=())
 # What breaks parsers and encoders: NUL, lone surrogates, other scripts' digits, a Unicode
 # hyphen and line separator, a BOM.
 HOSTILE = st.sampled_from(
